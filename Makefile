@@ -1,0 +1,45 @@
+# watchtime-ranker: one entry point for setup, run, test and benchmarks.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+LOGS ?=
+OUT ?= outputs
+MODEL_TYPE ?=
+
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+export PYTHONWARNINGS := ignore
+
+.PHONY: setup run test test-fast bench-rankers bench-watchtime clean
+
+# Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
+PYTHON310 := $(shell \
+  if python3.10 -c 'import sys' >/dev/null 2>&1; then command -v python3.10; \
+  elif command -v pyenv >/dev/null 2>&1; then ls -d $$(pyenv root)/versions/3.10*/bin/python3.10 2>/dev/null | sort -V | tail -1; \
+  fi)
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock setup.py
+	@if [ -z "$(PYTHON310)" ]; then \
+	  echo "ERROR: Python 3.10 not found (looked for a working python3.10 on PATH and \$$(pyenv root)/versions/3.10*). Install Python 3.10 (e.g. 'pyenv install 3.10') and rerun 'make setup'." >&2; exit 1; fi
+	@set -e; \
+	  if command -v uv >/dev/null 2>&1; then UV=uv; \
+	  else python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv; UV="python3 -m uv"; fi; \
+	  test -x $(PY) || $$UV venv --seed --python $(PYTHON310) $(VENV); \
+	  $$UV pip install --python $(PY) -r requirements.lock; \
+	  $$UV pip install --python $(PY) --no-deps -e .
+	@touch $(STAMP)
+
+run: setup
+	$(PY) -m pipeline.run_local $(if $(LOGS),--logs $(LOGS)) --out $(OUT) $(if $(MODEL_TYPE),--model-type $(MODEL_TYPE))
+
+test: setup
+	$(PY) -m pytest -q tests
+
+test-fast: setup
+	$(PY) -m pytest -q tests -m "not e2e"
+
+clean:
+	rm -rf $(OUT) data/generated tfx_home

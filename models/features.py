@@ -1,0 +1,103 @@
+"""Feature spec: the single source of truth for every feature name and kind.
+
+LogExampleGen writes tf.Examples with exactly the *raw* features below; the curated
+schema (schemas/schema.pbtxt) declares them; Transform (models/preprocessing.py)
+turns them into model inputs; the serving signatures accept them.
+
+Kinds
+-----
+- ID (int64 scalar): categorical ids, vocabulary + OOV buckets in Transform.
+  `ID_SHARED_VOCAB` maps a history feature to the target feature whose vocabulary
+  (and embedding table) it shares, e.g. `hist_video_id` -> `video_id`.
+- STRING (bytes scalar): categorical strings, vocabulary + OOV buckets.
+- NUMERIC (float scalar): log1p (for counts/durations) then z-score.
+- HISTORY (fixed length L list): the user's earlier events, most recent first,
+  padded at the end with `HISTORY_PAD_ID` (ids) / 0 (values). `hist_len` counts the
+  real entries, so the mask is `position < hist_len`.
+- LABEL: `is_click` (int64 0/1) and `watch_time_s` (float seconds).
+- META: kept for slicing and analysis, never a model input.
+"""
+
+HISTORY_PAD_ID = -1
+MISSING_ID = -1  # categorical value missing in a side table (e.g. a video without tag)
+
+# id features (int64 scalars) -> vocabulary name
+ID_FEATURES = [
+    "user_id",
+    "video_id",
+    "author_id",
+    "music_id",
+    "tag_id",
+    "tab",
+    "hour",
+] + [f"onehot_feat{i}" for i in range(18)]
+
+STRING_FEATURES = ["user_active_degree", "video_type", "upload_type"]
+
+# numeric features; LOG1P_FEATURES are heavy-tailed and get log1p before z-score.
+NUMERIC_FEATURES = [
+    "duration_s",
+    "video_age_days",
+    "follow_user_num",
+    "fans_user_num",
+    "friend_user_num",
+    "register_days",
+    "is_lowactive_period",
+    "is_live_streamer",
+    "is_video_author",
+]
+LOG1P_FEATURES = ["duration_s", "video_age_days", "follow_user_num", "fans_user_num",
+                  "friend_user_num", "register_days"]
+
+# history features (fixed length L). Ids share the target's vocabulary.
+HISTORY_ID_FEATURES = ["hist_video_id", "hist_author_id"]
+# hist_is_click is int64 0/1 (padding 0); the two floats are seconds (padding 0).
+HISTORY_VALUE_FEATURES = ["hist_is_click", "hist_watch_time_s", "hist_time_gap_s"]
+HISTORY_FEATURES = HISTORY_ID_FEATURES + HISTORY_VALUE_FEATURES
+HISTORY_LEN_FEATURE = "hist_len"
+ID_SHARED_VOCAB = {"hist_video_id": "video_id", "hist_author_id": "author_id"}
+
+LABEL_CLICK = "is_click"
+LABEL_WATCH = "watch_time_s"
+LABELS = [LABEL_CLICK, LABEL_WATCH]
+EXTRA_OUTCOMES = ["is_like", "long_view"]  # int64, kept for later heads/analysis
+
+META_FEATURES = ["time_ms", "date"]  # int64; date is yyyymmdd
+
+RAW_INT_FEATURES = ID_FEATURES + [HISTORY_LEN_FEATURE, LABEL_CLICK] + EXTRA_OUTCOMES + META_FEATURES
+RAW_FLOAT_FEATURES = NUMERIC_FEATURES + [LABEL_WATCH]
+RAW_BYTES_FEATURES = STRING_FEATURES
+RAW_HISTORY_INT = ["hist_video_id", "hist_author_id", "hist_is_click"]
+RAW_HISTORY_FLOAT = ["hist_watch_time_s", "hist_time_gap_s"]
+
+# serving: raw request features = everything a client knows before the impression.
+SERVING_RAW_FEATURES = (ID_FEATURES + STRING_FEATURES + NUMERIC_FEATURES
+                        + HISTORY_FEATURES + [HISTORY_LEN_FEATURE])
+
+
+def transformed_name(key: str) -> str:
+    """Name of a feature after Transform (the TFX template's `_xf` suffix)."""
+    return key + "_xf"
+
+
+def vocab_name(key: str) -> str:
+    """Vocabulary file name for a categorical feature (shared ones map to the target)."""
+    return ID_SHARED_VOCAB.get(key, key) + "_vocab"
+
+
+def raw_feature_spec(history_length: int) -> dict:
+    """tf.io parsing spec of a raw tf.Example as written by LogExampleGen."""
+    import tensorflow as tf
+
+    spec = {}
+    for k in RAW_INT_FEATURES:
+        spec[k] = tf.io.FixedLenFeature([], tf.int64)
+    for k in RAW_FLOAT_FEATURES:
+        spec[k] = tf.io.FixedLenFeature([], tf.float32)
+    for k in RAW_BYTES_FEATURES:
+        spec[k] = tf.io.FixedLenFeature([], tf.string)
+    for k in RAW_HISTORY_INT:
+        spec[k] = tf.io.FixedLenFeature([history_length], tf.int64)
+    for k in RAW_HISTORY_FLOAT:
+        spec[k] = tf.io.FixedLenFeature([history_length], tf.float32)
+    return spec

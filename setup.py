@@ -1,0 +1,26 @@
+"""Packages the pipeline code so Beam workers and TFX executors can import it.
+
+Beam runners receive it with ``--setup_file=./setup.py``; locally it is installed
+in editable mode by ``make setup``. Exact versions live in ``requirements.lock``.
+"""
+import setuptools
+
+setuptools.setup(
+    name="watchtime-ranker",
+    version="0.1.0",
+    description="TFX pipeline ranking short videos by click and watch time",
+    packages=setuptools.find_packages(include=["pipeline*", "components*", "models*", "serving*", "data*"]),
+    package_data={"": ["*.pbtxt"]},
+    python_requires=">=3.10,<3.11",
+    install_requires=[
+        "tfx[kfp]==1.16.0",
+        "tensorflow==2.16.2",
+        "tf-keras==2.16.0",
+        "tensorflow-transform==1.16.0",
+        "tensorflow-model-analysis==0.47.1",
+        "tensorflow-recommenders",
+        "apache-beam[gcp]",
+        "numpy<2",
+        "pandas",
+    ],
+)
