@@ -1,0 +1,77 @@
+"""TF Transform preprocessing_fn: raw tf.Example features -> model inputs.
+
+Ids and strings
+    x_xf = vocab_index(x) + 1, so index 0 is reserved for history padding and
+    OOV values land in the `VOCAB_OOV_BUCKETS` indices after the vocabulary.
+    Embedding tables therefore have `vocab_size + oov_buckets + 1` rows.
+    A history id feature shares its target's vocabulary (`ID_SHARED_VOCAB`): the
+    vocabulary of `video_id` is computed over the target videos *and* the (unpadded)
+    history videos, and both are looked up in it, so one embedding table serves
+    both.
+Numerics
+    z = (g(x) - mean) / std, g = log1p(max(x, 0)) for heavy-tailed features
+    (`LOG1P_FEATURES`), identity otherwise; statistics from the train split.
+History values
+    hist_mask = 1(position < hist_len); hist_watch_time_s and hist_time_gap_s get
+    log1p (padding stays 0); hist_is_click is 0/1.
+Labels
+    is_click (float 0/1) and watch_time_s (seconds) pass through unchanged.
+"""
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from models import features as F
+from pipeline import configs
+
+
+def _flat(x):
+    return tf.reshape(x, [-1])
+
+
+def _vocab_ids(x, vocab, num_oov_buckets):
+    return tft.apply_vocabulary(x, vocab, num_oov_buckets=num_oov_buckets) + 1
+
+
+def preprocessing_fn(inputs):
+    """Maps raw features (models.features) to transformed ones (`<name>_xf`)."""
+    out = {}
+    oov = configs.VOCAB_OOV_BUCKETS
+
+    hist_len = tf.cast(inputs[F.HISTORY_LEN_FEATURE], tf.int64)
+    hist_width = tf.shape(inputs["hist_video_id"])[1]
+    positions = tf.range(tf.cast(hist_width, tf.int64))[tf.newaxis, :]
+    hist_mask = positions < tf.reshape(hist_len, [-1, 1])
+    out["hist_mask_xf"] = tf.cast(hist_mask, tf.float32)
+    out[F.transformed_name(F.HISTORY_LEN_FEATURE)] = tf.cast(hist_len, tf.float32)
+
+    shared_targets = {target: hist for hist, target in F.ID_SHARED_VOCAB.items()}
+    for key in F.ID_FEATURES + F.STRING_FEATURES:
+        x = inputs[key]
+        values = _flat(x)
+        if key in shared_targets:
+            hist = inputs[shared_targets[key]]
+            values = tf.concat([values, tf.boolean_mask(hist, hist_mask)], axis=0)
+        vocab = tft.vocabulary(values, vocab_filename=F.vocab_name(key),
+                               frequency_threshold=configs.VOCAB_FREQUENCY_THRESHOLD)
+        out[F.transformed_name(key)] = _vocab_ids(x, vocab, oov)
+        if key in shared_targets:
+            hist_key = shared_targets[key]
+            hist_ids = _vocab_ids(inputs[hist_key], vocab, oov)
+            out[F.transformed_name(hist_key)] = tf.where(hist_mask, hist_ids, tf.zeros_like(hist_ids))
+
+    for key in F.NUMERIC_FEATURES:
+        x = tf.cast(inputs[key], tf.float32)
+        if key in F.LOG1P_FEATURES:
+            x = tf.math.log1p(tf.maximum(x, 0.0))
+        out[F.transformed_name(key)] = tft.scale_to_z_score(x)
+
+    zeros = tf.zeros_like(out["hist_mask_xf"])
+    for key in F.HISTORY_VALUE_FEATURES:
+        x = tf.cast(inputs[key], tf.float32)
+        if key != "hist_is_click":
+            x = tf.math.log1p(tf.maximum(x, 0.0))
+        out[F.transformed_name(key)] = tf.where(hist_mask, x, zeros)
+
+    out[F.LABEL_CLICK] = tf.cast(inputs[F.LABEL_CLICK], tf.float32)
+    out[F.LABEL_WATCH] = tf.cast(inputs[F.LABEL_WATCH], tf.float32)
+    return out

@@ -1,0 +1,43 @@
+"""Regenerates schemas/schema.pbtxt from models.features (run after changing the spec).
+
+    python -m schemas.make_schema [history_length]
+
+The curated parts are added here, in code, so the file never drifts from the spec:
+label domains (is_click in {0, 1}, watch_time_s >= 0), non-negative durations and
+history gaps, and the fixed history length L.
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+from tensorflow_metadata.proto.v0 import schema_pb2  # noqa: E402
+from tensorflow_transform.tf_metadata import schema_utils  # noqa: E402
+from google.protobuf import text_format  # noqa: E402
+
+from models import features as F  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_schema(history_length: int) -> schema_pb2.Schema:
+    schema = schema_utils.schema_from_feature_spec(F.raw_feature_spec(history_length))
+    by_name = {f.name: f for f in schema.feature}
+    for key in [F.LABEL_CLICK, "is_like", "long_view"]:
+        by_name[key].int_domain.min = 0
+        by_name[key].int_domain.max = 1
+    for key in [F.LABEL_WATCH, "duration_s"]:
+        by_name[key].float_domain.min = 0.0
+    by_name["hour"].int_domain.min = 0
+    by_name["hour"].int_domain.max = 23
+    by_name[F.HISTORY_LEN_FEATURE].int_domain.min = 0
+    by_name[F.HISTORY_LEN_FEATURE].int_domain.max = history_length
+    for key in ["hist_watch_time_s", "hist_time_gap_s"]:
+        by_name[key].float_domain.min = 0.0
+    return schema
+
+
+if __name__ == "__main__":
+    length = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    with open(os.path.join(HERE, "schema.pbtxt"), "w") as f:
+        f.write(text_format.MessageToString(build_schema(length)))

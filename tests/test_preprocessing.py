@@ -1,0 +1,79 @@
+"""preprocessing_fn: shared video vocabulary, padding index 0, masks, numerics."""
+import numpy as np
+import pytest
+
+import tensorflow as tf  # noqa: F401  (after conftest sets TF_USE_LEGACY_KERAS)
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+from models import features as F
+from models.preprocessing import preprocessing_fn
+
+L = 4
+
+
+def _row(user, video, hist_videos, watch, **over):
+    row = {k: 0 for k in F.RAW_INT_FEATURES}
+    row.update({k: 1.0 for k in F.RAW_FLOAT_FEATURES})
+    row.update({k: b"x" for k in F.RAW_BYTES_FEATURES})
+    pad = L - len(hist_videos)
+    row.update(
+        user_id=user, video_id=video, author_id=video * 10, is_click=1, watch_time_s=watch,
+        hist_video_id=list(hist_videos) + [-1] * pad,
+        hist_author_id=[v * 10 for v in hist_videos] + [-1] * pad,
+        hist_is_click=[1] * len(hist_videos) + [0] * pad,
+        hist_watch_time_s=[3.0] * len(hist_videos) + [0.0] * pad,
+        hist_time_gap_s=[60.0] * len(hist_videos) + [0.0] * pad,
+        hist_len=len(hist_videos),
+    )
+    row.update(over)
+    return row
+
+
+@pytest.fixture(scope="module")
+def transformed(tmp_path_factory):
+    rows = [
+        _row(1, 100, [], 2.0, duration_s=10.0),
+        _row(1, 101, [100], 5.0, duration_s=100.0),
+        _row(2, 100, [999, 101], 0.5, duration_s=1000.0),  # 999 only ever seen in a history
+    ]
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(F.raw_feature_spec(L)))
+    temp = str(tmp_path_factory.mktemp("tft"))
+    with tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
+        (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            preprocessing_fn, output_record_batches=False)
+        out_dir = str(tmp_path_factory.mktemp("tft_out"))
+        _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
+    return out, tft.TFTransformOutput(out_dir)
+
+
+def test_history_shares_target_vocabulary(transformed):
+    out, tft_output = transformed
+    vocab = [v.decode() if isinstance(v, bytes) else v for v in tft_output.vocabulary_by_name("video_id_vocab")]
+    assert set(vocab) == {"100", "101", "999"}  # history-only video is in the shared vocabulary
+    index = {v: i + 1 for i, v in enumerate(vocab)}  # +1: row 0 is the padding row
+    assert out[1]["video_id_xf"] == index["101"]
+    assert list(out[1]["hist_video_id_xf"]) == [index["100"], 0, 0, 0]
+    assert list(out[2]["hist_video_id_xf"]) == [index["999"], index["101"], 0, 0]
+    # the same video gets the same index as target and as history item
+    assert out[0]["video_id_xf"] == out[1]["hist_video_id_xf"][0]
+
+
+def test_mask_and_history_values(transformed):
+    out, _ = transformed
+    np.testing.assert_array_equal(out[0]["hist_mask_xf"], [0, 0, 0, 0])
+    np.testing.assert_array_equal(out[2]["hist_mask_xf"], [1, 1, 0, 0])
+    np.testing.assert_allclose(out[2]["hist_watch_time_s_xf"], [np.log1p(3.0)] * 2 + [0, 0], rtol=1e-6)
+    np.testing.assert_allclose(out[2]["hist_time_gap_s_xf"], [np.log1p(60.0)] * 2 + [0, 0], rtol=1e-6)
+    assert out[2]["hist_len_xf"] == 2.0
+
+
+def test_numeric_log1p_zscore_and_labels(transformed):
+    out, _ = transformed
+    g = np.log1p([10.0, 100.0, 1000.0])
+    expected = (g - g.mean()) / g.std()
+    got = [r["duration_s_xf"] for r in out]
+    np.testing.assert_allclose(got, expected, rtol=1e-4)
+    assert [r["watch_time_s"] for r in out] == [2.0, 5.0, 0.5]
+    assert all(r["is_click"] == 1.0 for r in out)
