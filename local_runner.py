@@ -32,15 +32,20 @@ def trainer_config() -> dict:
     }
 
 
-def build(data_path: str = None) -> tfx.dsl.Pipeline:
-    """The pipeline as configured in pipeline/configs.py."""
-    os.makedirs(os.path.dirname(configs.METADATA_PATH), exist_ok=True)
-    return create_pipeline(
+def build(data_path: str = None, output_dir: str = None, **overrides) -> tfx.dsl.Pipeline:
+    """The pipeline as configured in pipeline/configs.py.
+
+    `output_dir` relocates pipeline root, MLMD and serving dir; `overrides` replace
+    any create_pipeline argument (tests use it for small runs).
+    """
+    paths = configs.output_paths(output_dir or configs.OUTPUT_DIR)
+    os.makedirs(os.path.dirname(paths["metadata_path"]), exist_ok=True)
+    args = dict(
         pipeline_name=configs.PIPELINE_NAME,
-        pipeline_root=configs.PIPELINE_ROOT,
+        pipeline_root=paths["pipeline_root"],
         data_path=data_path or configs.DATA_PATH,
         schema_path=configs.SCHEMA_PATH,
-        serving_model_dir=configs.SERVING_MODEL_DIR,
+        serving_model_dir=paths["serving_model_dir"],
         history_length=configs.HISTORY_LENGTH,
         history_min_watch_s=configs.HISTORY_MIN_WATCH_S,
         train_days=configs.TRAIN_DAYS,
@@ -52,11 +57,13 @@ def build(data_path: str = None) -> tfx.dsl.Pipeline:
         eval_auc_max_drop=configs.EVAL_AUC_MAX_DROP,
         eval_mae_ceiling=configs.EVAL_MAE_CEILING,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            configs.METADATA_PATH),
+            paths["metadata_path"]),
         beam_pipeline_args=configs.BEAM_PIPELINE_ARGS,
         train_steps=configs.TRAIN_STEPS,
         eval_steps=configs.EVAL_STEPS,
     )
+    args.update(overrides)
+    return create_pipeline(**args)
 
 
 def ensure_simulated_logs() -> None:

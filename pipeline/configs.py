@@ -13,9 +13,20 @@ MODEL_NAME = "watchtime_ranker"  # name in the serving path <base>/<MODEL_NAME>/
 
 # Where runs write. OUTPUT_DIR is overridable so tests and `make run` use their own roots.
 OUTPUT_DIR = os.environ.get("OUTPUT_DIR", os.path.join(_ROOT, "outputs"))
-PIPELINE_ROOT = os.path.join(OUTPUT_DIR, "tfx_pipeline_output", PIPELINE_NAME)
-METADATA_PATH = os.path.join(OUTPUT_DIR, "tfx_metadata", PIPELINE_NAME, "metadata.db")
-SERVING_MODEL_DIR = os.path.join(OUTPUT_DIR, "serving_model", MODEL_NAME)
+
+
+def output_paths(output_dir: str) -> dict:
+    """Pipeline root, MLMD SQLite file and serving base directory under one output root."""
+    return {
+        "pipeline_root": os.path.join(output_dir, "tfx_pipeline_output", PIPELINE_NAME),
+        "metadata_path": os.path.join(output_dir, "tfx_metadata", PIPELINE_NAME, "metadata.db"),
+        "serving_model_dir": os.path.join(output_dir, "serving_model", MODEL_NAME),
+    }
+
+
+PIPELINE_ROOT = output_paths(OUTPUT_DIR)["pipeline_root"]
+METADATA_PATH = output_paths(OUTPUT_DIR)["metadata_path"]
+SERVING_MODEL_DIR = output_paths(OUTPUT_DIR)["serving_model_dir"]
 
 # Input logs: a folder of KuaiRand-Pure-format files. Default: the simulator's output.
 DATA_PATH = os.environ.get("LOGS") or os.path.join(_ROOT, "data", "generated", "sim")
