@@ -82,7 +82,7 @@ def main(argv=None) -> int:
         print(f"\n[make run] pushed models: {configs.SERVING_MODEL_DIR}")
         print(f"[make run] TensorBoard:   tensorboard --logdir {configs.PIPELINE_ROOT}")
     finally:
-        server.shutdown()
+        server.stop()
     return 0
 
 

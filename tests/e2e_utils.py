@@ -26,7 +26,7 @@ def rest_predictions(output_dir: str, n: int = 5):
         instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)
         predictions = predict(f"http://127.0.0.1:{port}", configs.MODEL_NAME, instances)
     finally:
-        server.shutdown()
+        server.stop()
     return instances, predictions
 
 

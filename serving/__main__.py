@@ -1,0 +1,6 @@
+"""`python -m serving ...` == `python -m serving.server ...`."""
+import sys
+
+from serving.server import main
+
+sys.exit(main())

@@ -1,0 +1,175 @@
+"""REST client for TF Serving and the embedded server (serving/server.py).
+
+    from serving import client
+    instances = client.examples_to_instances(serialized_examples, SERVING_RAW_FEATURES)
+    preds = client.predict("http://127.0.0.1:8501", "watchtime_ranker", instances)
+    # -> [{"click_prob": [0.41], "watch_time_s": [6.3]}, ...], one per instance
+
+`predict` itself does not import TensorFlow; `examples_to_instances` does (to parse
+tf.Examples).
+"""
+import base64
+import time
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import requests
+
+
+class ServingError(RuntimeError):
+    """A request the server refused or could not serve (or could not be sent).
+
+    `status` is the HTTP status (None when the server was unreachable) and `message`
+    the server's {"error": ...} text, which names the offending field.
+    """
+
+    def __init__(self, status: Optional[int], message: str, url: str):
+        super().__init__(f"{url}: HTTP {status}: {message}" if status is not None
+                         else f"{url}: {message}")
+        self.status = status
+        self.message = message
+        self.url = url
+
+
+PredictError = ServingError  # the name callers of predict() may look for
+
+
+def _model_url(url_base: str, model_name: str, version: Optional[int] = None) -> str:
+    url = f"{url_base.rstrip('/')}/v1/models/{model_name}"
+    return url if version is None else f"{url}/versions/{int(version)}"
+
+
+def _call(method: str, url: str, timeout: float, json_body=None) -> dict:
+    try:
+        resp = requests.request(method, url, json=json_body, timeout=timeout)
+    except requests.RequestException as e:
+        raise ServingError(None, f"cannot reach the server: {e}", url) from e
+    try:
+        payload = resp.json()
+    except ValueError:
+        payload = None
+    if resp.status_code >= 400:
+        message = (payload.get("error") if isinstance(payload, dict) else None) \
+            or resp.text.strip() or resp.reason
+        raise ServingError(resp.status_code, message, url)
+    if not isinstance(payload, dict):
+        raise ServingError(resp.status_code, f"reply is not a JSON object: {resp.text[:200]}",
+                           url)
+    return payload
+
+
+def predict(url_base: str, model_name: str, instances: Sequence, signature_name: Optional[str] = None,
+            timeout: float = 30, version: Optional[int] = None) -> list:
+    """Row-format :predict. Returns `predictions`, one entry per instance.
+
+    Each entry is {output_name: value} or, for a single-output signature, the bare
+    value (TF Serving's convention). Raises ServingError with the server's message on
+    4xx/5xx.
+    """
+    body = {"instances": list(instances)}
+    if signature_name:
+        body["signature_name"] = signature_name
+    url = _model_url(url_base, model_name, version) + ":predict"
+    reply = _call("POST", url, timeout, body)
+    if "predictions" not in reply:
+        raise ServingError(200, f"reply has no 'predictions': {str(reply)[:200]}", url)
+    return reply["predictions"]
+
+
+def predict_columns(url_base: str, model_name: str, inputs: Dict[str, list],
+                    signature_name: Optional[str] = None, timeout: float = 30,
+                    version: Optional[int] = None):
+    """Columnar-format :predict ({"inputs": {name: batch}}). Returns `outputs`."""
+    body = {"inputs": inputs}
+    if signature_name:
+        body["signature_name"] = signature_name
+    url = _model_url(url_base, model_name, version) + ":predict"
+    return _call("POST", url, timeout, body)["outputs"]
+
+
+def model_status(url_base: str, model_name: str, timeout: float = 10) -> dict:
+    """GET /v1/models/<name>: {"model_version_status": [...]}."""
+    return _call("GET", _model_url(url_base, model_name), timeout)
+
+
+def model_metadata(url_base: str, model_name: str, timeout: float = 10) -> dict:
+    """GET /v1/models/<name>/metadata: signature defs of the served version."""
+    return _call("GET", _model_url(url_base, model_name) + "/metadata", timeout)
+
+
+def wait_until_available(url_base: str, model_name: str, timeout: float = 60,
+                         min_version: Optional[int] = None) -> int:
+    """Polls the status until a version (>= min_version) is AVAILABLE; returns it."""
+    deadline = time.monotonic() + timeout
+    last = "no reply yet"
+    while True:
+        try:
+            for row in model_status(url_base, model_name)["model_version_status"]:
+                v = int(row["version"])
+                if row["state"] == "AVAILABLE" and (min_version is None or v >= min_version):
+                    return v
+            last = "no AVAILABLE version" + (f" >= {min_version}" if min_version else "")
+        except ServingError as e:
+            last = str(e)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"model '{model_name}' at {url_base} not available after "
+                               f"{timeout}s: {last}")
+        time.sleep(0.2)
+
+
+def _feature_values(feature):
+    kind = feature.WhichOneof("kind")
+    if kind == "int64_list":
+        return [int(v) for v in feature.int64_list.value]
+    if kind == "float_list":
+        return [float(v) for v in feature.float_list.value]
+    if kind == "bytes_list":
+        return [_bytes_to_json(v) for v in feature.bytes_list.value]
+    return []
+
+
+def _bytes_to_json(value: bytes):
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(value).decode("ascii")}
+
+
+def examples_to_instances(serialized_examples: Iterable, raw_feature_names: Sequence[str],
+                          list_feature_names: Optional[Iterable[str]] = None) -> List[dict]:
+    """tf.Examples (serialized bytes or tf.train.Example) -> JSON instances.
+
+    Only `raw_feature_names` are kept (e.g. `models.features.SERVING_RAW_FEATURES`,
+    so labels and meta columns of logged rows are dropped). int64 -> int,
+    float -> float, bytes -> str ({"b64": ...} if not UTF-8). Features in
+    `list_feature_names` (default: `models.features.HISTORY_FEATURES`) stay lists;
+    every other feature must hold exactly one value and becomes a scalar.
+    Raises ValueError naming the example index and feature when one is missing.
+    """
+    from tensorflow.core.example import example_pb2
+
+    if list_feature_names is None:
+        from models.features import HISTORY_FEATURES
+        list_feature_names = HISTORY_FEATURES
+    list_names = set(list_feature_names)
+    instances = []
+    for i, ex in enumerate(serialized_examples):
+        if isinstance(ex, (bytes, bytearray)):
+            parsed = example_pb2.Example()
+            parsed.ParseFromString(bytes(ex))
+            ex = parsed
+        features = ex.features.feature
+        instance = {}
+        for name in raw_feature_names:
+            if name not in features:
+                raise ValueError(f"example {i} has no feature '{name}'")
+            values = _feature_values(features[name])
+            if name in list_names:
+                instance[name] = values
+            elif len(values) != 1:
+                raise ValueError(f"example {i}: feature '{name}' has {len(values)} values; "
+                                 "expected exactly one (list it in list_feature_names if "
+                                 "it is a list)")
+            else:
+                instance[name] = values[0]
+        instances.append(instance)
+    return instances
