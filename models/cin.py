@@ -1,0 +1,154 @@
+"""Compressed Interaction Network (CIN), the explicit vector-wise cross of xDeepFM.
+
+Lian et al., "xDeepFM: Combining Explicit and Implicit Feature Interactions for
+Recommender Systems", KDD 2018, §3.2, eq. (6)–(7).
+"""
+import tf_keras as keras
+import tensorflow as tf
+
+
+def _clone_initializer(initializer):
+    """A fresh copy: tf-keras returns identical values from a reused unseeded instance."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+class CIN(keras.layers.Layer):
+    r"""Compressed Interaction Network (xDeepFM §3.2).
+
+    With field embeddings :math:`X^0 \in R^{m \times D}` (m fields, dim D), layer
+    k computes :math:`H_k` feature maps (eq. 6)
+
+    .. math::
+
+        X^k_{h,*} = \phi\Big(\sum_{i=1}^{H_{k-1}} \sum_{j=1}^{m}
+                    W^{k,h}_{ij} \, (X^{k-1}_{i,*} \circ X^0_{j,*}) \;[+\, b^k_h]\Big)
+
+    (:math:`\phi` = identity and no bias in the paper), then sum-pools every map
+    over the embedding dimension (eq. 7), :math:`p^k_h = \sum_{d=1}^{D} X^k_{h,d}`,
+    and returns the concatenation :math:`p^+ = [p^1, \ldots, p^T]`.
+
+    With ``split_half=True`` (the paper's released code) each non-final layer's
+    :math:`H_k` maps are split: the first :math:`H_k/2` feed layer k+1 (so
+    :math:`H_k/2` plays the role of :math:`H_k` in layer k+1's sum), the other
+    :math:`H_k/2` go to the output; the final layer outputs all its maps. Layer
+    sizes except the last must then be even.
+
+    Implementation: the outer product ``z[b,i,j,d] = X^{k-1}[b,i,d] X^0[b,j,d]``
+    followed by a 1x1 "convolution" over (i, j), both as one ``einsum``. The
+    kernel of layer k has shape ``[H_{k-1}, m, H_k]``, i.e.
+    :math:`\sum_k H_k H_{k-1} m` weights in total (§3.2.1; ``H_{k-1}`` is the
+    number of maps fed to layer k), plus :math:`\sum_k H_k` biases if enabled.
+
+    Args:
+        layer_sizes: feature maps per layer, e.g. ``(200, 200, 200)``.
+        split_half: split non-final layers' maps between output and next layer.
+        activation: activation :math:`\phi` (default identity, as in the paper).
+        use_bias: add a per-map bias (default False: eq. 6 has none).
+        kernel_initializer, bias_initializer, kernel_regularizer: as in ``Dense``.
+
+    Input shape: ``[batch, m, D]`` (m and D known).
+    Output shape: ``[batch, sum(H_k)]``, or with ``split_half``
+    ``[batch, sum(H_k / 2 for k < T) + H_T]``.
+
+    Example:
+
+    >>> cin = CIN(layer_sizes=(200, 200, 200))
+    >>> fields = tf.random.normal([32, 39, 16])   # 39 fields, D = 16
+    >>> cin(fields).shape                          # 100 + 100 + 200
+    TensorShape([32, 400])
+    """
+
+    def __init__(self, layer_sizes=(200, 200, 200), split_half=True,
+                 activation=None, use_bias=False,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, **kwargs):
+        super().__init__(**kwargs)
+        try:
+            layer_sizes = tuple(layer_sizes)
+        except TypeError:
+            raise ValueError(
+                f"CIN: layer_sizes must be a sequence of positive ints, got {layer_sizes!r}.") from None
+        if not layer_sizes:
+            raise ValueError("CIN: layer_sizes must not be empty.")
+        for size in layer_sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                raise ValueError(
+                    f"CIN: layer_sizes must be positive ints, got {layer_sizes!r}.")
+        if split_half:
+            odd = [s for s in layer_sizes[:-1] if s % 2]
+            if odd:
+                raise ValueError(
+                    "CIN: with split_half=True every layer size but the last must be "
+                    f"even (half feed the next layer, half go to the output); got "
+                    f"{layer_sizes!r}.")
+        self.layer_sizes = layer_sizes
+        self.split_half = bool(split_half)
+        self.activation = keras.activations.get(activation)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+
+    @property
+    def output_dim(self):
+        """Width of the pooled output."""
+        if not self.split_half:
+            return sum(self.layer_sizes)
+        return sum(s // 2 for s in self.layer_sizes[:-1]) + self.layer_sizes[-1]
+
+    def build(self, input_shape):
+        input_shape = tf.TensorShape(input_shape)
+        if input_shape.rank != 3:
+            raise ValueError(f"CIN: expected input [batch, m, D], got shape {input_shape}.")
+        num_fields = input_shape[1]
+        if num_fields is None or input_shape[2] is None:
+            raise ValueError(
+                f"CIN: the number of fields m and the embedding dim D must be known, got {input_shape}.")
+        self.kernels, self.biases = [], []
+        fed = num_fields  # H_0 = m
+        for k, size in enumerate(self.layer_sizes):
+            self.kernels.append(self.add_weight(
+                name=f"kernel_{k}", shape=(fed, num_fields, size),
+                initializer=_clone_initializer(self.kernel_initializer),
+                regularizer=self.kernel_regularizer, trainable=True))
+            if self.use_bias:
+                self.biases.append(self.add_weight(
+                    name=f"bias_{k}", shape=(size,), initializer=self.bias_initializer,
+                    trainable=True))
+            is_last = k == len(self.layer_sizes) - 1
+            fed = size // 2 if (self.split_half and not is_last) else size
+        super().build(input_shape)
+
+    def call(self, inputs):
+        x0 = tf.convert_to_tensor(inputs)
+        hidden = x0
+        pooled = []
+        for k, size in enumerate(self.layer_sizes):
+            # X^k[b,h,d] = sum_{i,j} W[i,j,h] X^{k-1}[b,i,d] X^0[b,j,d]   (eq. 6)
+            xk = tf.einsum("bid,bjd,ijh->bhd", hidden, x0, self.kernels[k])
+            if self.use_bias:
+                xk = xk + self.biases[k][None, :, None]
+            xk = self.activation(xk)
+            is_last = k == len(self.layer_sizes) - 1
+            if self.split_half and not is_last:
+                hidden, direct = xk[:, : size // 2], xk[:, size // 2:]
+            else:
+                hidden, direct = xk, xk
+            pooled.append(tf.reduce_sum(direct, axis=-1))  # eq. 7: sum over D
+        return tf.concat(pooled, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return tf.TensorShape([input_shape[0], self.output_dim])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "layer_sizes": list(self.layer_sizes),
+            "split_half": self.split_half,
+            "activation": keras.activations.serialize(self.activation),
+            "use_bias": self.use_bias,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+        })
+        return config
