@@ -1,0 +1,169 @@
+"""CQE head: conditional quantiles of watch time, monotone by construction.
+
+Paper: Lin et al., "Conditional Quantile Estimation for Uncertain Watch Time in
+Short-Video Recommendation", 2024.
+
+Quantile levels ``tau_i = i / (N + 1)``, i = 1..N (default N = 100). From a hidden
+vector h the head predicts a base and non-negative increments::
+
+    b'  = softplus(w_b . h + c_b)                    (>= 0)
+    d_j = softplus(g_j(h))  or  relu(g_j(h)),  j = 2..N   (>= 0)
+    t_tau_1 = b',   t_tau_i = b' + sum_{j=2..i} d_j
+
+so ``0 <= t_tau_1 <= ... <= t_tau_N`` for every input (no crossing quantiles).
+(The first quantile is the base itself: a separate d_1 would be redundant with b'.)
+
+Point estimates derived from the quantiles (CQE paper):
+
+- CSE, conservative estimate: ``t_{tau_low}`` (linear interpolation in tau when
+  tau_low is not a grid level).
+- DQC, dynamic quantile combination: ``k t_{tau_low} + (1 - k) t_{tau_high}``, k
+  per request (default ``default_k``), k in [0, 1].
+- CDE, conditional expectation (eq. 8), the trapezoid rule on the quantile
+  function with the end segments closed at the extreme quantiles::
+
+      CDE = (sum_{i=1..N} t_tau_i + (t_tau_1 + t_tau_N) / 2) / (N + 1)
+
+Loss: pinball (quantile) loss ``rho_tau(u) = u (tau - 1(u < 0))`` with
+``u = y - t_tau``, summed over the N levels and averaged over the batch. Its
+gradient w.r.t. ``t_tau`` is ``1(y < t_tau) - tau`` (at u = 0 we use ``-tau``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+INCREMENTS = ("softplus", "relu")
+
+
+def quantile_levels(num_quantiles: int = 100) -> np.ndarray:
+    """``tau_i = i / (N + 1)``, i = 1..N."""
+    if int(num_quantiles) != num_quantiles or num_quantiles < 2:
+        raise ValueError(f"num_quantiles must be an integer >= 2, got {num_quantiles}")
+    n = int(num_quantiles)
+    return np.arange(1, n + 1, dtype=np.float64) / (n + 1)
+
+
+def interpolation_weights(tau: float, taus: np.ndarray):
+    """``(i, w)`` with ``t_tau = (1 - w) t[i] + w t[i + 1]`` (linear in tau)."""
+    taus = np.asarray(taus, dtype=np.float64)
+    if not taus[0] <= tau <= taus[-1]:
+        raise ValueError(f"tau={tau} outside the quantile grid [{taus[0]:.4g}, {taus[-1]:.4g}]")
+    i = int(np.clip(np.searchsorted(taus, tau, side="right") - 1, 0, taus.size - 2))
+    w = (tau - taus[i]) / (taus[i + 1] - taus[i])
+    return i, float(w)
+
+
+def interpolate_quantile(quantiles, tau: float, taus):
+    """``t_tau`` from ``quantiles[..., N]`` on grid ``taus`` (TF or NumPy input)."""
+    i, w = interpolation_weights(tau, taus)
+    return (1.0 - w) * quantiles[..., i] + w * quantiles[..., i + 1]
+
+
+def conditional_expectation(quantiles):
+    """CDE, CQE eq. 8: ``(sum_i t_i + (t_1 + t_N) / 2) / (N + 1)`` (TF or NumPy)."""
+    n = quantiles.shape[-1]
+    s = (tf.reduce_sum(quantiles, -1) if tf.is_tensor(quantiles)
+         else np.sum(quantiles, axis=-1))
+    return (s + 0.5 * (quantiles[..., 0] + quantiles[..., n - 1])) / (n + 1)
+
+
+def pinball_loss_per_example(y_true, quantiles, taus):
+    """``sum_i rho_{tau_i}(y - t_i)``, ``rho_tau(u) = u (tau - 1(u < 0))``; ``[batch]``.
+    ``y_true`` ``[batch]`` or ``[batch, 1]``; ``quantiles`` ``[batch, N]``."""
+    q = tf.convert_to_tensor(quantiles)
+    y = tf.reshape(tf.cast(y_true, q.dtype), [-1, 1])
+    tau = tf.constant(np.asarray(taus, dtype=np.float64), q.dtype)
+    u = y - q
+    return tf.reduce_sum(u * (tau - tf.cast(u < 0, q.dtype)), axis=-1)
+
+
+def pinball_loss(y_true, quantiles, taus):
+    """Scalar pinball loss: mean over the batch of :func:`pinball_loss_per_example`."""
+    return tf.reduce_mean(pinball_loss_per_example(y_true, quantiles, taus))
+
+
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
+class PinballLoss(keras.losses.Loss):
+    """Keras pinball loss on ``y_pred = quantiles [batch, N]`` at ``tau_i = i/(N+1)``."""
+
+    def __init__(self, num_quantiles: int = 100, name: str = "pinball_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_quantiles = int(num_quantiles)
+        self.taus = quantile_levels(self.num_quantiles)
+
+    def call(self, y_true, y_pred):
+        return pinball_loss_per_example(y_true, y_pred, self.taus)
+
+    def get_config(self):
+        return {**super().get_config(), "num_quantiles": self.num_quantiles}
+
+
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
+class CqeHead(keras.layers.Layer):
+    """CQE head (Lin et al. 2024): hidden ``[batch, d]`` -> N monotone, non-negative
+    quantiles of watch time and the CSE / DQC / CDE point estimates.
+
+    ``t_tau_1 = softplus(base(h))``, ``t_tau_i = t_tau_1 + sum_{j=2..i} act(g(h))_j``
+    with act = softplus (default) or relu; see the module docstring for the
+    estimates.
+
+    Example::
+
+        head = CqeHead(num_quantiles=100)
+        out = head(tf.zeros([2, 16]))           # default k
+        out = head(tf.zeros([2, 16]), k=tf.constant([0.2, 0.8]))
+
+    Outputs (dict): ``quantiles`` ``[batch, N]``, ``cse``, ``dqc``, ``cde`` ``[batch]``.
+    """
+
+    def __init__(self, num_quantiles: int = 100, increment: str = "softplus",
+                 tau_low: float = 0.25, tau_high: float = 0.7, default_k: float = 0.5,
+                 kernel_initializer="glorot_uniform", kernel_regularizer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.taus = quantile_levels(num_quantiles)
+        self.num_quantiles = int(num_quantiles)
+        if increment not in INCREMENTS:
+            raise ValueError(f"increment must be one of {INCREMENTS}, got {increment!r}")
+        if not tau_low < tau_high:
+            raise ValueError(f"need tau_low < tau_high, got {tau_low} >= {tau_high}")
+        if not 0.0 <= default_k <= 1.0:
+            raise ValueError(f"default_k must be in [0, 1], got {default_k}")
+        self._low = interpolation_weights(tau_low, self.taus)  # validates the range
+        self._high = interpolation_weights(tau_high, self.taus)
+        self.increment = increment
+        self.tau_low, self.tau_high, self.default_k = float(tau_low), float(tau_high), float(default_k)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.base = keras.layers.Dense(1, kernel_initializer=self.kernel_initializer,
+                                       kernel_regularizer=self.kernel_regularizer, name="base")
+        self.increments = keras.layers.Dense(
+            self.num_quantiles - 1, kernel_initializer=self.kernel_initializer,
+            kernel_regularizer=self.kernel_regularizer, name="increments")
+
+    def _interp(self, q, iw):
+        i, w = iw
+        return (1.0 - w) * q[:, i] + w * q[:, i + 1]
+
+    def call(self, hidden, k=None):
+        act = tf.nn.softplus if self.increment == "softplus" else tf.nn.relu
+        base = tf.nn.softplus(self.base(hidden))  # [B, 1]
+        d = act(self.increments(hidden))  # [B, N - 1]
+        quantiles = tf.concat([base, base + tf.cumsum(d, axis=-1)], axis=-1)
+        t_low = self._interp(quantiles, self._low)
+        t_high = self._interp(quantiles, self._high)
+        if k is None:
+            k = tf.fill(tf.shape(t_low), tf.constant(self.default_k, quantiles.dtype))
+        else:
+            k = tf.reshape(tf.cast(k, quantiles.dtype), [-1])
+        return {"quantiles": quantiles, "cse": t_low,
+                "dqc": k * t_low + (1.0 - k) * t_high,
+                "cde": conditional_expectation(quantiles)}
+
+    def get_config(self):
+        return {**super().get_config(), "num_quantiles": self.num_quantiles,
+                "increment": self.increment, "tau_low": self.tau_low, "tau_high": self.tau_high,
+                "default_k": self.default_k,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer)}
