@@ -1,0 +1,5 @@
+"""LogExampleGen: custom Beam ExampleGen for KuaiRand-Pure-format logs.
+
+Import the component from ``components.log_example_gen.component`` (it imports TFX);
+the pure modules (parsing, history, time_split) import neither Beam nor TFX.
+"""
