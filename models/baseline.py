@@ -80,7 +80,7 @@ def build_baseline(vocab_sizes: dict, history_length: int, embedding_dim: int = 
         z = keras.layers.Dense(units, activation="relu", name=f"mlp_{i}")(z)
     click = keras.layers.Dense(1, activation="sigmoid", name=CLICK_OUTPUT)(z)
     log_watch = keras.layers.Dense(1, activation="softplus", name="log1p_watch")(z)
-    watch = keras.layers.Lambda(tf.math.expm1, name=WATCH_OUTPUT)(log_watch)
+    watch = keras.layers.Lambda(lambda x: tf.math.expm1(x), name=WATCH_OUTPUT)(log_watch)
 
     model = keras.Model(inputs=inputs, outputs={CLICK_OUTPUT: click, WATCH_OUTPUT: watch})
     loss_weights = loss_weights or {CLICK_OUTPUT: 1.0, WATCH_OUTPUT: 1.0}

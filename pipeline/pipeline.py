@@ -15,6 +15,11 @@ from components.log_example_gen.component import LogExampleGen
 from models import features as F
 
 
+def _overall(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThreshold:
+    """Gates apply to the whole eval set; small slices (e.g. a rare tab) only report."""
+    return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
+
+
 def eval_config(auc_floor: float, auc_max_drop: float, mae_ceiling: float) -> tfma.EvalConfig:
     """TFMA config: click AUC and watch-time MAE, overall and by tab; blessing gates.
 
@@ -33,15 +38,15 @@ def eval_config(auc_floor: float, auc_max_drop: float, mae_ceiling: float) -> tf
                 tfma.MetricConfig(class_name="BinaryCrossentropy"),
                 tfma.MetricConfig(class_name="MeanPrediction"),
                 tfma.MetricConfig(class_name="MeanLabel"),
-                tfma.MetricConfig(class_name="AUC", threshold=tfma.MetricThreshold(
+                tfma.MetricConfig(class_name="AUC", per_slice_thresholds=[_overall(tfma.MetricThreshold(
                     value_threshold=tfma.GenericValueThreshold(lower_bound={"value": auc_floor}),
                     change_threshold=tfma.GenericChangeThreshold(
                         direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        absolute={"value": -auc_max_drop}))),
+                        absolute={"value": -auc_max_drop})))]),
             ]),
             tfma.MetricsSpec(output_names=["watch_time_s"], metrics=[
-                tfma.MetricConfig(class_name="MeanAbsoluteError", threshold=tfma.MetricThreshold(
-                    value_threshold=tfma.GenericValueThreshold(upper_bound={"value": mae_ceiling}))),
+                tfma.MetricConfig(class_name="MeanAbsoluteError", per_slice_thresholds=[_overall(tfma.MetricThreshold(
+                    value_threshold=tfma.GenericValueThreshold(upper_bound={"value": mae_ceiling})))]),
                 tfma.MetricConfig(class_name="MeanSquaredError"),
                 tfma.MetricConfig(class_name="MeanPrediction"),
                 tfma.MetricConfig(class_name="MeanLabel"),
