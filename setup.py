@@ -9,7 +9,7 @@ setuptools.setup(
     name="watchtime-ranker",
     version="0.1.0",
     description="TFX pipeline ranking short videos by click and watch time",
-    packages=setuptools.find_packages(include=["pipeline*", "components*", "models*", "serving*", "data*"]),
+    packages=setuptools.find_packages(include=["pipeline*", "components*", "models*", "serving*", "data*", "schemas*"]),
     package_data={"": ["*.pbtxt"]},
     python_requires=">=3.10,<3.11",
     install_requires=[

@@ -101,3 +101,53 @@ def raw_feature_spec(history_length: int) -> dict:
     for k in RAW_HISTORY_FLOAT:
         spec[k] = tf.io.FixedLenFeature([history_length], tf.float32)
     return spec
+
+
+# ---------------------------------------------------------------- model-side spec
+# What the feature layer (models/feature_layer.py) builds from each transformed
+# feature. Kinds of *model inputs* (after Transform):
+KIND_ID = "id"                   # int64 scalar index, 0 = padding, own or shared table
+KIND_NUMERIC = "numeric"         # float scalar, z-scored
+KIND_HISTORY_ID = "history_id"   # int64 [L] index into its target's table (0 = padding)
+KIND_HISTORY_VALUE = "history_value"  # float [L] outcome of a history item (0 at padding)
+KIND_HISTORY_LEN = "history_len"  # float scalar, number of real history items
+KIND_MASK = "mask"               # float [L] 1 = real history item
+
+FEATURE_KINDS = {
+    **{k: KIND_ID for k in ID_FEATURES + STRING_FEATURES},
+    **{k: KIND_NUMERIC for k in NUMERIC_FEATURES},
+    **{k: KIND_HISTORY_ID for k in HISTORY_ID_FEATURES},
+    **{k: KIND_HISTORY_VALUE for k in HISTORY_VALUE_FEATURES},
+    HISTORY_LEN_FEATURE: KIND_HISTORY_LEN,
+    "hist_mask": KIND_MASK,
+}
+
+# One embedding table per entity: a history id feature looks up its target's
+# table (the same vocabulary, see ID_SHARED_VOCAB), so "video_id" and
+# "hist_video_id" share the rows of table "video_id".
+def embedding_table(key: str) -> str:
+    """Name of the embedding table a categorical (target or history) feature uses."""
+    return ID_SHARED_VOCAB.get(key, key)
+
+
+# The item of a behaviour sequence and of the target: these entities' embeddings
+# are concatenated into the item vector (target t and history items h_i have the
+# same width, which target attention and the transformer need).
+ITEM_ENTITIES = ["video_id", "author_id"]
+HISTORY_ITEM_FEATURES = {"video_id": "hist_video_id", "author_id": "hist_author_id"}
+
+# Embedding width per table; None = the ranker's `embedding_dim` (CIN needs every
+# field at the same width, so keep None unless the ranker allows otherwise).
+EMBEDDING_DIMS = {k: None for k in ID_FEATURES + STRING_FEATURES}
+
+# Outcome signals of a history item (DESIGN.md §6: they carry most of the signal on
+# KuaiRand): projected into the item space and added to the item vector. Values
+# after Transform: hist_is_click in {0,1}, the other two log1p(seconds).
+HISTORY_OUTCOME_FEATURES = ["hist_is_click", "hist_watch_time_s", "hist_time_gap_s"]
+# log1p(seconds) of the gap between a history event and the impression (BST position)
+HISTORY_TIME_GAP_FEATURE = "hist_time_gap_s"
+
+
+def model_input_names() -> list:
+    """Transformed feature names every ranker takes as input (labels excluded)."""
+    return [transformed_name(k) for k in FEATURE_KINDS]

@@ -377,9 +377,11 @@ def test_component_under_local_dag_runner(tmp_path):
         beam_pipeline_args=configs.BEAM_PIPELINE_ARGS)
     tfx.orchestration.LocalDagRunner().run(pipe)
 
+    from components.log_example_gen.artifacts import DeadLetterRows
+
     with metadata.Metadata(tfx.orchestration.metadata.sqlite_metadata_connection_config(db)) as m:
         [art] = m.store.get_artifacts_by_type("Examples")
-        [dl] = m.store.get_artifacts_by_type("DeadLetterRows")
+        [dl] = m.store.get_artifacts_by_type(DeadLetterRows.TYPE_NAME)
     assert artifact_utils.decode_split_names(art.properties["split_names"].string_value) == [
         "train", "eval"]
     assert dl.custom_properties["bad_rows"].int_value == 0

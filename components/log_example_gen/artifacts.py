@@ -9,4 +9,4 @@ class DeadLetterRows(types.Artifact):
     source file, line number, reason, raw line) and ``counts.json`` (good / bad by
     reason / per split / history-only counts of the run).
     """
-    TYPE_NAME = "DeadLetterRows"
+    TYPE_NAME = "watchtime_ranker.DeadLetterRows"  # KFP v2 needs <namespace>.<Name>
