@@ -202,3 +202,181 @@ def pinball_loss(y, q, taus) -> float:
     y, q, taus = _quantile_args(y, q, taus)
     u = y[:, None] - q
     return float(np.mean(np.sum(u * (taus[None, :] - (u < 0)), axis=1)))
+
+
+# ----------------------------------------------------------------------------------
+# Ranking, catalog and calibration metrics (issue 5). Same conventions as above: pure
+# NumPy, exact, order-independent (ties are averaged, never broken by input order),
+# checked against brute force in tests/test_metrics.py.
+
+
+def _groups(user_ids):
+    """(order, boundaries): ``order`` sorts rows by user; users are ``order[b[i]:b[i+1]]``."""
+    u = np.asarray(user_ids).reshape(-1)
+    if u.size == 0:
+        raise ValueError("user_ids is empty")
+    uid = np.unique(u, return_inverse=True)[1].reshape(-1)
+    order = np.argsort(uid, kind="stable")
+    bounds = np.flatnonzero(np.diff(uid[order])) + 1
+    return order, np.concatenate([[0], bounds, [u.size]])
+
+
+def xgauc(user_ids, y_true, y_pred) -> Dict[str, float]:
+    """Group XAUC: ``sum_u w_u XAUC_u / sum_u w_u`` with ``w_u`` = impressions of u.
+
+    ``XAUC_u`` is :func:`xauc` on user u's rows. Users whose rows all have the same
+    label (including single-impression users) have no XAUC and are skipped. Returns
+    ``xgauc`` (nan if no user is usable), ``num_users_used``, ``num_users_skipped``,
+    ``num_impressions_used``.
+    """
+    y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
+    _same_len(np.asarray(user_ids).reshape(-1), y, p)
+    order, b = _groups(user_ids)
+    num = den = 0.0
+    used = skipped = 0
+    for s, e in zip(b[:-1], b[1:]):
+        rows = order[s:e]
+        if np.unique(y[rows]).size < 2:
+            skipped += 1
+            continue
+        used += 1
+        num += (e - s) * xauc(y[rows], p[rows])
+        den += e - s
+    return {"xgauc": num / den if den > 0 else float("nan"), "num_users_used": used,
+            "num_users_skipped": skipped, "num_impressions_used": int(den)}
+
+
+def _rank_discount(n: int, k: int, discount: str) -> np.ndarray:
+    """Exposure of ranks 1..n: ``1/log2(r+1)`` ("log2") or 1 ("uniform") for r <= k, else 0."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    r = np.arange(1, n + 1, dtype=np.float64)
+    if discount == "log2":
+        d = 1.0 / np.log2(r + 1.0)
+    elif discount == "uniform":
+        d = np.ones(n)
+    else:
+        raise ValueError(f"discount must be 'log2' or 'uniform', got {discount!r}")
+    d[k:] = 0.0
+    return d
+
+
+def tie_averaged_discounts(scores, k: int, discount: str = "log2") -> np.ndarray:
+    """Expected rank discount of each item when ranking by ``scores`` descending.
+
+    Items with equal scores occupy a run of ranks ``a..b``; each gets the mean discount
+    of that run, i.e. the expectation over a uniformly random tie order (McSherry &
+    Najork, ECIR 2008). So the result never depends on input order.
+    """
+    s = _1d(scores, "scores")
+    order = np.argsort(-s, kind="stable")
+    ss = s[order]
+    d = _rank_discount(s.size, k, discount)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = ss[1:] != ss[:-1]
+    run = np.cumsum(new) - 1
+    mean_d = (np.bincount(run, weights=d) / np.bincount(run))[run]
+    out = np.empty(s.size)
+    out[order] = mean_d
+    return out
+
+
+def ndcg_at_k(user_ids, gains, scores, k: int = 10) -> Dict[str, float]:
+    """Per-user nDCG@k averaged over users (each user counts once).
+
+    For user u ranking its impressions by ``scores`` descending,
+    ``DCG@k = sum_i g_i * d_i`` with ``d_i`` the tie-averaged discount
+    ``1/log2(rank+1)`` (0 beyond rank k, see :func:`tie_averaged_discounts`) and
+    **linear** gain ``g`` (watch seconds or click; ``2^g - 1`` would overflow on
+    seconds); ``IDCG@k`` ranks by gain. Users with ``IDCG = 0`` (no click / no watch)
+    are skipped. Gains must be >= 0. Returns ``ndcg`` (nan if no user is usable),
+    ``num_users_used``, ``num_users_skipped``.
+    """
+    g, s = _1d(gains, "gains"), _1d(scores, "scores")
+    _same_len(np.asarray(user_ids).reshape(-1), g, s)
+    if np.any(g < 0):
+        raise ValueError("gains must be >= 0")
+    order, b = _groups(user_ids)
+    vals = []
+    skipped = 0
+    for st, e in zip(b[:-1], b[1:]):
+        rows = order[st:e]
+        gu = g[rows]
+        idcg = float(np.sum(np.sort(gu)[::-1] * _rank_discount(gu.size, k, "log2")))
+        if idcg <= 0:
+            skipped += 1
+            continue
+        vals.append(float(np.sum(gu * tie_averaged_discounts(s[rows], k))) / idcg)
+    return {"ndcg": float(np.mean(vals)) if vals else float("nan"),
+            "num_users_used": len(vals), "num_users_skipped": skipped}
+
+
+def ecs(item_ids, weights) -> float:
+    """Effective catalog size (Gomez-Uribe & Hunt, Netflix, 2015).
+
+    ``ECS = 2 * sum_i i * p_i - 1`` with ``p_i`` the share of total ``weights`` (e.g.
+    watch time) of the i-th item, items sorted by share descending, i from 1. ECS is 1
+    when one item takes everything and N when N items share equally. nan when the
+    total weight is 0. Weights must be >= 0.
+    """
+    items = np.asarray(item_ids).reshape(-1)
+    w = _1d(weights, "weights")
+    _same_len(items, w)
+    if np.any(w < 0):
+        raise ValueError("weights must be >= 0")
+    per_item = np.bincount(np.unique(items, return_inverse=True)[1].reshape(-1), weights=w)
+    total = per_item.sum()
+    if total <= 0:
+        return float("nan")
+    p = np.sort(per_item / total)[::-1]
+    return float(2.0 * np.sum(np.arange(1, p.size + 1) * p) - 1.0)
+
+
+def ranking_exposure(user_ids, scores, k: int = 10, discount: str = "log2") -> np.ndarray:
+    """Exposure each impression gets when every user's rows are ranked by ``scores``:
+    the tie-averaged rank discount (``1/log2(rank+1)`` or 1 up to rank k, 0 beyond)."""
+    s = _1d(scores, "scores")
+    _same_len(np.asarray(user_ids).reshape(-1), s)
+    order, b = _groups(user_ids)
+    out = np.empty(s.size)
+    for st, e in zip(b[:-1], b[1:]):
+        rows = order[st:e]
+        out[rows] = tie_averaged_discounts(s[rows], k, discount)
+    return out
+
+
+def model_ecs(user_ids, item_ids, scores, k: int = 10, discount: str = "log2") -> float:
+    """ECS of the model's rankings: :func:`ecs` of the exposure the model gives items
+    when it ranks each user's eval impressions by ``scores`` and shows the top k
+    (exposure per :func:`ranking_exposure`)."""
+    return ecs(item_ids, ranking_exposure(user_ids, scores, k, discount))
+
+
+def binary_entropy(p: float) -> float:
+    """``H(p) = -p log p - (1 - p) log(1 - p)`` in nats; 0 at p in {0, 1}."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
+    return float(-sum(q * np.log(q) for q in (p, 1.0 - p) if q > 0))
+
+
+def ne(labels, probs, eps: float = 1e-7) -> float:
+    """Normalized entropy (He et al., Facebook, ADKDD 2014):
+    ``NE = logloss / H(mean label)``; 1 = no better than predicting the base rate.
+    nan when all labels are equal."""
+    y = _binary(labels)
+    h = binary_entropy(float(y.mean()))
+    return logloss(y, probs, eps) / h if h > 0 else float("nan")
+
+
+def rmse(y_true, y_pred) -> float:
+    """``sqrt(mean_i (y_i - y_hat_i)^2)``."""
+    y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
+    _same_len(y, p)
+    return float(np.sqrt(np.mean((y - p) ** 2)))
+
+
+def calibration(labels, preds) -> float:
+    """``mean prediction / mean label`` (1 = calibrated on average; nan if no positive)."""
+    y, p = _1d(labels, "labels"), _1d(preds, "preds")
+    _same_len(y, p)
+    return float(p.sum() / y.sum()) if y.sum() != 0 else float("nan")
