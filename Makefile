@@ -11,7 +11,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup run test test-fast bench-rankers bench-watchtime clean
+.PHONY: setup chromium run test test-fast bench-rankers bench-watchtime clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -35,11 +35,22 @@ $(STAMP): requirements.lock setup.py
 run: setup
 	$(PY) -m pipeline.run_local $(if $(LOGS),--logs $(LOGS)) --out $(OUT) $(if $(MODEL_TYPE),--model-type $(MODEL_TYPE))
 
-test: setup
+# Headless Chromium (Debian package) for the report test: installed with apt-get when missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (apt-get) for the report test"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
+
+test: setup chromium
 	$(PY) -m pytest -q tests
 
 test-fast: setup
 	$(PY) -m pytest -q tests -m "not e2e"
+
+# Rankers on KuaiRand-Pure-format logs (LOGS, TRAIN_DAYS, EVAL_DAYS; see bench/bench_rankers.py)
+bench-rankers: setup
+	LOGS="$(LOGS)" $(PY) -m bench.bench_rankers
 
 clean:
 	rm -rf $(OUT) data/generated tfx_home

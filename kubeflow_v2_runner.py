@@ -40,9 +40,8 @@ def compile_pipeline(image: str, pipeline_root: str, data_path: str, serving_mod
         eval_last_n_days=configs.EVAL_LAST_N_DAYS,
         max_bad_row_fraction=configs.MAX_BAD_ROW_FRACTION,
         trainer_config=trainer_config(),
-        eval_auc_floor=configs.EVAL_AUC_FLOOR,
-        eval_auc_max_drop=configs.EVAL_AUC_MAX_DROP,
-        eval_mae_ceiling=configs.EVAL_MAE_CEILING,
+        eval_gates=configs.EVAL_GATES,
+        eval_slice_features=configs.EVAL_SLICE_FEATURES,
         metadata_connection_config=None,  # KFP provides MLMD
         beam_pipeline_args=beam_pipeline_args or [],
         train_steps=configs.TRAIN_STEPS,

@@ -29,6 +29,10 @@ def trainer_config() -> dict:
         "oov_buckets": configs.VOCAB_OOV_BUCKETS,
         "loss_weight_click": configs.LOSS_WEIGHT_CLICK,
         "loss_weight_watch": configs.LOSS_WEIGHT_WATCH,
+        "ranker_params": dict(configs.RANKER_PARAMS.get(configs.MODEL_TYPE, {})),
+        "strategy": configs.STRATEGY,
+        "ps_min_shard_bytes": configs.PS_MIN_SHARD_BYTES,
+        "ps_max_shards": configs.PS_MAX_SHARDS,
     }
 
 
@@ -53,9 +57,8 @@ def build(data_path: str = None, output_dir: str = None, **overrides) -> tfx.dsl
         eval_last_n_days=configs.EVAL_LAST_N_DAYS,
         max_bad_row_fraction=configs.MAX_BAD_ROW_FRACTION,
         trainer_config=trainer_config(),
-        eval_auc_floor=configs.EVAL_AUC_FLOOR,
-        eval_auc_max_drop=configs.EVAL_AUC_MAX_DROP,
-        eval_mae_ceiling=configs.EVAL_MAE_CEILING,
+        eval_gates=configs.EVAL_GATES,
+        eval_slice_features=configs.EVAL_SLICE_FEATURES,
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             paths["metadata_path"]),
         beam_pipeline_args=configs.BEAM_PIPELINE_ARGS,

@@ -57,6 +57,9 @@ import dataclasses
 import json
 from typing import Dict, List, Optional, Sequence
 
+import os
+import uuid
+
 import numpy as np
 
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0)
@@ -305,6 +308,9 @@ def search_thresholds(boundaries_or_cdf, M: int,
 
 
 # ----------------------------------------------------------------- TF Transform
+ASSET_FILENAME = "ead_thresholds.json"  # EadResult.to_json(), an asset of the transform graph
+
+
 def _make_search_ptransform(M, beta, alphas, t_max_quantile):
     """Beam PTransform: PCollection of (boundaries batch,) -> (thresholds, report json)."""
     import apache_beam as beam
@@ -329,10 +335,40 @@ def _make_search_ptransform(M, beta, alphas, t_max_quantile):
     return _EadSearch()
 
 
+def _make_asset_ptransform():
+    """Beam PTransform: PCollection of (report batch,) -> path of the report written as
+    ``ASSET_FILENAME`` under the analyzer temp dir. TF Transform copies the file into
+    the transform graph's ``assets/``, so the Trainer reads the very thresholds the
+    graph holds (``TFTransformOutput.vocabulary_file_by_name``)."""
+    import apache_beam as beam
+    import tensorflow as tf
+    import tensorflow_transform.beam as tft_beam
+
+    class _WriteReport(tft_beam.experimental.PTransformAnalyzer):
+        def expand(self, pcoll):
+            base_dir = self.base_temp_dir
+
+            def _write(batches):
+                report = np.asarray(batches[0][0]).reshape(-1)[0]
+                out_dir = os.path.join(base_dir, "ead", uuid.uuid4().hex)
+                tf.io.gfile.makedirs(out_dir)
+                path = os.path.join(out_dir, ASSET_FILENAME)
+                with tf.io.gfile.GFile(path, "wb") as f:
+                    f.write(report if isinstance(report, bytes) else str(report).encode("utf-8"))
+                yield np.array(path.encode("utf-8"), dtype=object)
+
+            return (pcoll
+                    | "First" >> beam.combiners.Sample.FixedSizeGlobally(1)
+                    | "Write" >> beam.FlatMap(_write))
+
+    return _WriteReport()
+
+
 def ead_thresholds_analyzer(watch_time, M: int, beta: float,
                             alphas: Sequence[float] = DEFAULT_ALPHAS,
                             num_quantiles: int = 1000, t_max_quantile: float = 0.99,
-                            epsilon: Optional[float] = None, name: str = "ead_thresholds"):
+                            epsilon: Optional[float] = None, name: str = "ead_thresholds",
+                            asset_key: str = "ead_thresholds"):
     """TF Transform analyzer: EAD thresholds of ``watch_time`` as transform-graph constants.
 
     Two analysis phases: ``tft.quantiles(watch_time, num_quantiles, epsilon)`` gives
@@ -343,7 +379,10 @@ def ead_thresholds_analyzer(watch_time, M: int, beta: float,
     Returns ``(thresholds, report)``: float32 ``[M_eff]`` (static shape unknown,
     ``M_eff <= M`` after merging duplicates) and a scalar string with
     :meth:`EadResult.to_json` (J of every candidate). Both are placeholders while
-    tracing and constants in the final transform graph.
+    tracing and constants in the final transform graph. The same report is also
+    an asset of the transform graph (``ASSET_FILENAME``, looked up by ``asset_key``:
+    ``TFTransformOutput.vocabulary_file_by_name(asset_key)``), the JSON artifact the
+    Trainer builds its CREAD head from and people inspect.
     """
     import tensorflow as tf
     import tensorflow_transform as tft
@@ -364,4 +403,12 @@ def ead_thresholds_analyzer(watch_time, M: int, beta: float,
             output_dtypes=[tf.float32, tf.string],
             output_shapes=[[None], []],
             name="search")
+        tft.experimental.ptransform_analyzer(
+            inputs=[tf.reshape(report, [1, 1])],
+            ptransform=_make_asset_ptransform(),
+            output_dtypes=[tf.string],
+            output_shapes=[[]],
+            output_asset_default_values=[b"{}"],
+            name="write_report")
+        tft.annotate_asset(asset_key, ASSET_FILENAME)
     return thresholds, report

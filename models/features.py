@@ -60,13 +60,29 @@ ID_SHARED_VOCAB = {"hist_video_id": "video_id", "hist_author_id": "author_id"}
 LABEL_CLICK = "is_click"
 LABEL_WATCH = "watch_time_s"
 LABELS = [LABEL_CLICK, LABEL_WATCH]
+WATCH_BUCKET_LABEL = "watch_time_bucket"  # transformed only: Σ_m 1(y > t_m), EAD thresholds
 EXTRA_OUTCOMES = ["is_like", "long_view"]  # int64, kept for later heads/analysis
 
 META_FEATURES = ["time_ms", "date"]  # int64; date is yyyymmdd
+# bytes meta features, for slicing the evaluation (never model inputs)
+META_BYTES_FEATURES = ["duration_bucket"]
+DURATION_BUCKET_BOUNDARIES_S = (15, 30, 60, 120, 300)
+
+
+def duration_bucket(duration_s: float) -> str:
+    """Slice label of a video duration: '<15s', '15-30s', ..., '>=300s'."""
+    bounds = DURATION_BUCKET_BOUNDARIES_S
+    if duration_s < bounds[0]:
+        return f"<{bounds[0]}s"
+    for lo, hi in zip(bounds, bounds[1:]):
+        if duration_s < hi:
+            return f"{lo}-{hi}s"
+    return f">={bounds[-1]}s"
+
 
 RAW_INT_FEATURES = ID_FEATURES + [HISTORY_LEN_FEATURE, LABEL_CLICK] + EXTRA_OUTCOMES + META_FEATURES
 RAW_FLOAT_FEATURES = NUMERIC_FEATURES + [LABEL_WATCH]
-RAW_BYTES_FEATURES = STRING_FEATURES
+RAW_BYTES_FEATURES = STRING_FEATURES + META_BYTES_FEATURES
 RAW_HISTORY_INT = ["hist_video_id", "hist_author_id", "hist_is_click"]
 RAW_HISTORY_FLOAT = ["hist_watch_time_s", "hist_time_gap_s"]
 

@@ -16,10 +16,16 @@ History values
     log1p (padding stays 0); hist_is_click is 0/1.
 Labels
     is_click (float 0/1) and watch_time_s (seconds) pass through unchanged.
+EAD watch-time buckets (CREAD §4, models/ead.py)
+    t_1 < ... < t_M from the train split's watch-time CDF (error-adaptive
+    discretization); they are constants of the transform graph and its asset
+    `ead_thresholds.json` (key "ead_thresholds", J of every candidate), and
+    watch_time_bucket = Σ_m 1(watch_time_s > t_m) is the ordinal label.
 """
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from models import ead
 from models import features as F
 from pipeline import configs
 
@@ -73,5 +79,11 @@ def preprocessing_fn(inputs):
         out[F.transformed_name(key)] = tf.where(hist_mask, x, zeros)
 
     out[F.LABEL_CLICK] = tf.cast(inputs[F.LABEL_CLICK], tf.float32)
-    out[F.LABEL_WATCH] = tf.cast(inputs[F.LABEL_WATCH], tf.float32)
+    watch = tf.cast(inputs[F.LABEL_WATCH], tf.float32)
+    out[F.LABEL_WATCH] = watch
+    thresholds, _ = ead.ead_thresholds_analyzer(
+        watch, M=configs.EAD_NUM_BUCKETS, beta=configs.EAD_BETA, alphas=configs.EAD_ALPHAS,
+        num_quantiles=configs.EAD_NUM_QUANTILES, t_max_quantile=configs.EAD_T_MAX_QUANTILE)
+    out[F.WATCH_BUCKET_LABEL] = tf.reduce_sum(
+        tf.cast(tf.reshape(watch, [-1, 1]) > tf.reshape(thresholds, [1, -1]), tf.int64), axis=1)
     return out

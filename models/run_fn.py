@@ -1,6 +1,13 @@
 """TFX Trainer entry point: `run_fn(fn_args)` trains, logs to TensorBoard, exports.
 
-The exported SavedModel carries the transform graph and two signatures:
+The ranker is chosen by `model_type` in the Trainer custom_config
+(pipeline/configs.py MODEL_TYPE): "lr", "baseline", "xdeepfm", "din" or "bst"
+(`RANKERS`); its hyperparameters come in `ranker_params`. Training runs under the
+tf.distribute strategy named by `strategy` (models/strategies.py), with
+BackupAndRestore checkpoints under `<model_run_dir>/backup`.
+
+The exported SavedModel carries the transform graph and two signatures
+(`serving_signatures`, also used by the tests and the benchmark):
 
 - `serving_default`: raw features as named tensors (JSON-friendly; the history as
   fixed-length padded lists of length L), the REST clients' signature;
@@ -13,38 +20,82 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import json  # noqa: E402
+import shutil  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
-import tensorflow_transform as tft  # noqa: E402
 import tf_keras as keras  # noqa: E402
-from tfx_bsl.public import tfxio  # noqa: E402
 
 from models import features as F  # noqa: E402
-from models.baseline import build_baseline  # noqa: E402
+from models import strategies  # noqa: E402
+from models.baseline import build_baseline, build_logistic_regression  # noqa: E402
+from models.bst import build_bst  # noqa: E402
+from models.din import build_din  # noqa: E402
+from models.heads import CLICK_OUTPUT, WATCH_OUTPUT  # noqa: E402
+from models.xdeepfm import build_xdeepfm  # noqa: E402
 
-LABEL_KEYS = {"click_prob": F.LABEL_CLICK, "watch_time_s": F.LABEL_WATCH}
+LABEL_KEYS = {CLICK_OUTPUT: F.LABEL_CLICK, WATCH_OUTPUT: F.LABEL_WATCH}
+
+# model_type -> builder(vocab_sizes, history_length, *, embedding_dim, oov_buckets,
+#                        learning_rate, loss_weights, **ranker_params)
+RANKERS = {
+    "lr": build_logistic_regression,
+    "baseline": build_baseline,
+    "xdeepfm": build_xdeepfm,
+    "din": build_din,
+    "bst": build_bst,
+}
 
 
-def _input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle):
+def build_ranker(model_type: str, vocab_sizes: dict, history_length: int, hp: dict = None,
+                 heads=None) -> keras.Model:
+    """Builds and compiles the ranker `model_type` from the trainer hyperparameters `hp`
+    (embedding_dim, oov_buckets, learning_rate, loss weights, ranker_params)."""
+    if model_type not in RANKERS:
+        raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(RANKERS)}")
+    hp = dict(hp or {})
+    params = dict(hp.get("ranker_params") or {})
+    if model_type == "baseline" and "hidden_units" not in params and "hidden_units" in hp:
+        params["hidden_units"] = tuple(hp["hidden_units"])
+    kwargs = dict(embedding_dim=int(hp.get("embedding_dim", 16)),
+                  oov_buckets=int(hp.get("oov_buckets", 1)),
+                  learning_rate=float(hp.get("learning_rate", 1e-3)),
+                  loss_weights={CLICK_OUTPUT: float(hp.get("loss_weight_click", 1.0)),
+                                WATCH_OUTPUT: float(hp.get("loss_weight_watch", 1.0))},
+                  heads=heads)
+    kwargs.update(params)  # a ranker may override e.g. its learning rate
+    try:
+        return RANKERS[model_type](vocab_sizes, history_length, **kwargs)
+    except TypeError as e:
+        raise ValueError(f"bad ranker_params {sorted(params)} for model_type {model_type!r}: {e}") from e
+
+
+def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1):
+    """Transformed examples -> (features, {output name: label}) batches."""
+    from tfx_bsl.public import tfxio  # heavy; imported only where the Trainer needs it
+
     dataset = data_accessor.tf_dataset_factory(
         file_pattern,
-        tfxio.TensorFlowDatasetOptions(batch_size=batch_size, num_epochs=1, shuffle=shuffle, shuffle_seed=0),
+        tfxio.TensorFlowDatasetOptions(batch_size=batch_size, num_epochs=num_epochs, shuffle=shuffle,
+                                       shuffle_seed=0),
         tf_transform_output.transformed_metadata.schema,
     )
-
-    def split(batch):
-        labels = {out: batch.pop(label) for out, label in LABEL_KEYS.items()}
-        return batch, labels
-
-    return dataset.map(split)
+    return dataset.map(split_labels)
 
 
-def _vocab_sizes(tf_transform_output):
+def split_labels(batch):
+    batch = dict(batch)
+    labels = {out: batch.pop(label) for out, label in LABEL_KEYS.items()}
+    return batch, labels
+
+
+def vocab_sizes(tf_transform_output) -> dict:
     return {key: tf_transform_output.vocabulary_size_by_name(F.vocab_name(key))
             for key in F.ID_FEATURES + F.STRING_FEATURES}
 
 
-def _serving_signatures(model, tf_transform_output, history_length):
+def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
+    """`serving_default` (raw named tensors) and `serving_examples` (tf.Examples), both
+    applying the transform graph then the model. Attaches the TFT layer to `model`."""
     model.tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = F.raw_feature_spec(history_length)
     serving_spec = {k: raw_spec[k] for k in F.SERVING_RAW_FEATURES}
@@ -73,6 +124,34 @@ def _serving_signatures(model, tf_transform_output, history_length):
     }
 
 
+def export_serving_model(model, tf_transform_output, history_length: int, export_dir: str) -> str:
+    """Saves `model` with the serving signatures to `export_dir` (a SavedModel that
+    tf.saved_model.load / TF Serving read without any custom-object registry)."""
+    signatures = serving_signatures(model, tf_transform_output, history_length)
+    model.save(export_dir, save_format="tf", signatures=signatures)
+    return export_dir
+
+
+def fit_ranker(model, train_data, epochs: int, validation_data=None, callbacks=(), keep_best_epoch=True,
+               monitor=f"val_{CLICK_OUTPUT}_auc", verbose=2, **fit_kwargs):
+    """model.fit; with validation data and epochs > 1, stops once `monitor` (validation
+    click AUC) stops improving and restores the best epoch's weights (the one-epoch
+    phenomenon, DESIGN.md §6). Returns the Keras History."""
+    callbacks = list(callbacks)
+    if keep_best_epoch and validation_data is not None and epochs > 1:
+        callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, mode="max", patience=1,
+                                                       restore_best_weights=True))
+    return model.fit(train_data, validation_data=validation_data, epochs=epochs, callbacks=callbacks,
+                     verbose=verbose, **fit_kwargs)
+
+
+def make_strategy(hp: dict):
+    return strategies.make_strategy(
+        hp.get("strategy", "mirrored"),
+        ps_min_shard_bytes=int(hp.get("ps_min_shard_bytes", 256 << 10)),
+        ps_max_shards=hp.get("ps_max_shards"))
+
+
 def run_fn(fn_args):
     """Trains the configured ranker and saves it to `fn_args.serving_model_dir`."""
     hp = dict(fn_args.custom_config or {})
@@ -80,32 +159,53 @@ def run_fn(fn_args):
     batch_size = int(hp.get("batch_size", 256))
     epochs = int(hp.get("epochs", 1))
     tf.random.set_seed(int(hp.get("seed", 0)))
-
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size, True)
-    eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False)
-    if fn_args.train_steps:
-        train_ds = train_ds.repeat().take(fn_args.train_steps)
-    if fn_args.eval_steps:
-        eval_ds = eval_ds.take(fn_args.eval_steps)
-
     model_type = hp.get("model_type", "baseline")
-    if model_type != "baseline":
-        raise ValueError(f"unknown model_type {model_type!r}; known: ['baseline']")
-    model = build_baseline(
-        _vocab_sizes(tf_transform_output),
-        history_length,
-        embedding_dim=int(hp.get("embedding_dim", 16)),
-        hidden_units=tuple(hp.get("hidden_units", (128, 64))),
-        oov_buckets=int(hp.get("oov_buckets", 1)),
-        learning_rate=float(hp.get("learning_rate", 1e-3)),
-        loss_weights={"click_prob": float(hp.get("loss_weight_click", 1.0)),
-                      "watch_time_s": float(hp.get("loss_weight_watch", 1.0))},
-    )
-    tensorboard = keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch")
-    history = model.fit(train_ds, validation_data=eval_ds, epochs=epochs, callbacks=[tensorboard], verbose=2)
-    with tf.io.gfile.GFile(os.path.join(fn_args.model_run_dir, "history.json"), "w") as f:
-        json.dump({k: [float(x) for x in v] for k, v in history.history.items()}, f)
+    if model_type not in RANKERS:  # fail before any data is read
+        raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(RANKERS)}")
 
-    signatures = _serving_signatures(model, tf_transform_output, history_length)
-    model.save(fn_args.serving_model_dir, save_format="tf", signatures=signatures)
+    import tensorflow_transform as tft
+
+    strategy = make_strategy(hp)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+
+    def train_dataset(input_context=None):
+        ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output,
+                      input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size,
+                      True, num_epochs=None if input_context else 1)
+        if input_context:
+            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return ds
+
+    fit_kwargs, validation = {}, None
+    if strategies.is_parameter_server(strategy):
+        if not fn_args.train_steps:
+            raise ValueError("strategy 'parameter_server' needs train_steps (TrainArgs.num_steps): "
+                             "the coordinator cannot detect the end of the data")
+        train_data = keras.utils.experimental.DatasetCreator(train_dataset)
+        fit_kwargs["steps_per_epoch"] = max(1, fn_args.train_steps // epochs)
+    else:
+        train_data = train_dataset()
+        if fn_args.train_steps:
+            train_data = train_data.repeat().take(fn_args.train_steps)
+        validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False)
+        if fn_args.eval_steps:
+            validation = validation.take(fn_args.eval_steps)
+
+    with strategy.scope():
+        model = build_ranker(model_type, vocab_sizes(tf_transform_output), history_length, hp)
+
+    run_dir = strategies.write_dir(fn_args.model_run_dir)
+    callbacks = [keras.callbacks.TensorBoard(log_dir=run_dir, update_freq="epoch"),
+                 keras.callbacks.BackupAndRestore(backup_dir=os.path.join(fn_args.model_run_dir, "backup"))]
+    history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
+                         **fit_kwargs)
+    tf.io.gfile.makedirs(run_dir)
+    with tf.io.gfile.GFile(os.path.join(run_dir, "history.json"), "w") as f:
+        json.dump({"model_type": model_type, "strategy": hp.get("strategy", "mirrored"),
+                   "params": int(model.count_params()),
+                   "history": {k: [float(x) for x in v] for k, v in history.history.items()}}, f)
+
+    export_dir = strategies.write_dir(fn_args.serving_model_dir)
+    export_serving_model(model, tf_transform_output, history_length, export_dir)
+    if export_dir != fn_args.serving_model_dir:  # non-chief worker: its copy is discarded
+        shutil.rmtree(export_dir, ignore_errors=True)

@@ -3,55 +3,66 @@
     LogExampleGen -> StatisticsGen -> ImportSchemaGen(schemas/) -> ExampleValidator
                   -> Transform(models.preprocessing) -> Trainer(models.run_fn)
                   -> Evaluator(TFMA, gated vs latest blessed model) -> Pusher
+                                                                     -> ModelReport(HTML + TensorBoard)
 
 Every argument is explicit; runners take values from `pipeline/configs.py`.
 """
+import json
 from typing import List, Optional
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.log_example_gen.component import LogExampleGen
+from components.model_report.component import ModelReport
 from models import features as F
+from models import tfma_metrics
 
 
-def _overall(threshold: tfma.MetricThreshold) -> tfma.PerSliceMetricThreshold:
-    """Gates apply to the whole eval set; small slices (e.g. a rare tab) only report."""
-    return tfma.PerSliceMetricThreshold(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
+CLICK_OUTPUT = "click_prob"
+CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot
 
 
-def eval_config(auc_floor: float, auc_max_drop: float, mae_ceiling: float) -> tfma.EvalConfig:
-    """TFMA config: click AUC and watch-time MAE, overall and by tab; blessing gates.
+def _gate(floor=None, ceiling=None, max_change=None, higher_is_better=True) -> tfma.MetricThreshold:
+    """A blessing gate: absolute bound plus allowed change against the baseline."""
+    threshold = tfma.MetricThreshold()
+    if floor is not None:
+        threshold.value_threshold.lower_bound.value = floor
+    if ceiling is not None:
+        threshold.value_threshold.upper_bound.value = ceiling
+    if max_change is not None:
+        threshold.change_threshold.direction = (
+            tfma.MetricDirection.HIGHER_IS_BETTER if higher_is_better else tfma.MetricDirection.LOWER_IS_BETTER)
+        threshold.change_threshold.absolute.value = -max_change if higher_is_better else max_change
+    return threshold
 
-    A candidate is blessed when AUC >= auc_floor and MAE <= mae_ceiling and, if a
-    blessed baseline exists, AUC >= baseline AUC - auc_max_drop.
+
+def eval_config(gates: dict, slice_features: List[str]) -> tfma.EvalConfig:
+    """TFMA config: ranking and watch-time metrics (models/tfma_metrics.py), sliced.
+
+    `gates` holds the blessing rules on the overall slice: `auc_floor`,
+    `auc_max_drop`, `xauc_floor`, `xauc_max_drop`, `mae_ceiling`, `mae_max_rise`.
+    The drops/rises compare with the latest blessed model (no baseline: the
+    absolute bounds alone decide).
     """
+    thresholds = {
+        "auc": _gate(floor=gates["auc_floor"], max_change=gates["auc_max_drop"]),
+        "xauc": _gate(floor=gates["xauc_floor"], max_change=gates["xauc_max_drop"]),
+        "mean_absolute_error": _gate(ceiling=gates["mae_ceiling"], max_change=gates["mae_max_rise"],
+                                     higher_is_better=False),
+    }
+    specs = tfma_metrics.metrics_specs(thresholds=thresholds)
+    for spec in specs:  # the report's click calibration curve (TFMA plot, per slice)
+        if list(spec.output_names) == [CLICK_OUTPUT]:
+            spec.metrics.append(tfma.MetricConfig(
+                class_name="CalibrationPlot", config=json.dumps({"num_buckets": CALIBRATION_BUCKETS})))
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
             signature_name="serving_examples",
-            label_keys={"click_prob": F.LABEL_CLICK, "watch_time_s": F.LABEL_WATCH},
+            label_keys={CLICK_OUTPUT: F.LABEL_CLICK, "watch_time_s": F.LABEL_WATCH},
         )],
-        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["tab"])],
-        metrics_specs=[
-            tfma.MetricsSpec(output_names=["click_prob"], metrics=[
-                tfma.MetricConfig(class_name="ExampleCount"),
-                tfma.MetricConfig(class_name="BinaryCrossentropy"),
-                tfma.MetricConfig(class_name="MeanPrediction"),
-                tfma.MetricConfig(class_name="MeanLabel"),
-                tfma.MetricConfig(class_name="AUC", per_slice_thresholds=[_overall(tfma.MetricThreshold(
-                    value_threshold=tfma.GenericValueThreshold(lower_bound={"value": auc_floor}),
-                    change_threshold=tfma.GenericChangeThreshold(
-                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        absolute={"value": -auc_max_drop})))]),
-            ]),
-            tfma.MetricsSpec(output_names=["watch_time_s"], metrics=[
-                tfma.MetricConfig(class_name="MeanAbsoluteError", per_slice_thresholds=[_overall(tfma.MetricThreshold(
-                    value_threshold=tfma.GenericValueThreshold(upper_bound={"value": mae_ceiling})))]),
-                tfma.MetricConfig(class_name="MeanSquaredError"),
-                tfma.MetricConfig(class_name="MeanPrediction"),
-                tfma.MetricConfig(class_name="MeanLabel"),
-            ]),
-        ],
+        slicing_specs=[tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[k]) for k in slice_features],
+        metrics_specs=specs,
     )
 
 
@@ -68,15 +79,20 @@ def create_pipeline(
     eval_last_n_days: int,
     max_bad_row_fraction: float,
     trainer_config: dict,
-    eval_auc_floor: float,
-    eval_auc_max_drop: float,
-    eval_mae_ceiling: float,
+    eval_gates: dict,
+    eval_slice_features: List[str],
     metadata_connection_config=None,
     beam_pipeline_args: Optional[List[str]] = None,
     train_steps: Optional[int] = None,
     eval_steps: Optional[int] = None,
+    enable_cache: bool = False,
 ) -> tfx.dsl.Pipeline:
-    """Builds the TFX pipeline (see module docstring)."""
+    """Builds the TFX pipeline (see module docstring).
+
+    `enable_cache`: reuse a component's outputs from MLMD when it already ran with the
+    same inputs and parameters (e.g. a second run with another trainer config reuses
+    LogExampleGen and Transform).
+    """
     example_gen = LogExampleGen(
         input_base=data_path,
         history_length=history_length,
@@ -114,7 +130,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"],
-        eval_config=eval_config(eval_auc_floor, eval_auc_max_drop, eval_mae_ceiling),
+        eval_config=eval_config(eval_gates, eval_slice_features),
         example_splits=["eval"],
     )
     pusher = tfx.components.Pusher(
@@ -123,12 +139,21 @@ def create_pipeline(
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)),
     )
+    model_report = ModelReport(
+        evaluation=evaluator.outputs["evaluation"],
+        blessing=evaluator.outputs["blessing"],
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        watch_feature=F.LABEL_WATCH,
+        click_output=CLICK_OUTPUT,
+    )
+    model_report.add_upstream_node(pusher)  # a failing report never holds back a push
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                    trainer, model_resolver, evaluator, pusher],
-        enable_cache=False,
+                    trainer, model_resolver, evaluator, pusher, model_report],
+        enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],
     )

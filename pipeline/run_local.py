@@ -7,6 +7,8 @@
 3. Starts the embedded TF-Serving-REST-compatible server on the pushed model.
 4. Sends the first few held-back (eval split) log rows as REST `instances` and
    prints each prediction next to what the log says happened.
+5. Prints where the model-analysis report (ModelReport's index.html) is and the
+   TensorBoard command over the pipeline root.
 """
 import argparse
 import glob
@@ -37,6 +39,14 @@ def held_back_examples(pipeline_root: str, n: int) -> list:
     return [record.numpy() for record in dataset]
 
 
+def newest_report(pipeline_root: str):
+    """index.html of the newest ModelReport output, or None."""
+    runs = sorted(glob.glob(os.path.join(pipeline_root, "ModelReport", "report", "*")),
+                  key=lambda d: int(os.path.basename(d)))
+    index = os.path.join(runs[-1], "index.html") if runs else None
+    return index if index and os.path.exists(index) else None
+
+
 def main(argv=None) -> int:
     args = _parse_args(argv if argv is not None else sys.argv[1:])
     os.environ["OUTPUT_DIR"] = os.path.abspath(args.out)
@@ -60,6 +70,8 @@ def main(argv=None) -> int:
     local_runner.ensure_simulated_logs()
     print(f"[make run] logs: {configs.DATA_PATH}", flush=True)
     tfx.orchestration.LocalDagRunner().run(local_runner.build())
+    report = newest_report(configs.PIPELINE_ROOT)
+    print(f"[make run] model analysis report: {report or 'not written'}", flush=True)
 
     if not glob.glob(os.path.join(configs.SERVING_MODEL_DIR, "*", "saved_model.pb")):
         print(f"[make run] no model was pushed to {configs.SERVING_MODEL_DIR} (not blessed?)", file=sys.stderr)
@@ -80,7 +92,9 @@ def main(argv=None) -> int:
             print(f"  user {f['user_id'].int64_list.value[0]:>6} video {f['video_id'].int64_list.value[0]:>6}: "
                   f"predicted {json.dumps(shown)}  logged {json.dumps(actual)}")
         print(f"\n[make run] pushed models: {configs.SERVING_MODEL_DIR}")
-        print(f"[make run] TensorBoard:   tensorboard --logdir {configs.PIPELINE_ROOT}")
+        print(f"[make run] report:        {report}")
+        print(f"[make run] TensorBoard:   {os.path.join(os.path.dirname(sys.executable), 'tensorboard')} "
+              f"--logdir {configs.PIPELINE_ROOT}   (training curves + model_analysis/* per slice)")
     finally:
         server.stop()
     return 0

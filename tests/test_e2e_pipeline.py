@@ -3,6 +3,8 @@
 Two runs: simulated logs driven through the `tfx` CLI exactly as the README says
 (`tfx pipeline create` + `tfx run create`, local engine), and a subset of the real
 KuaiRand-Pure logs in-process (skipped when ../shared/data/kuairand-pure is absent).
+Both also check the ModelReport (renders in headless Chromium, screenshot under
+tests/artifacts/) and the TensorBoard tags under the pipeline root.
 """
 import csv
 import glob
@@ -29,7 +31,7 @@ def test_tfx_cli_local_engine_on_simulated_logs(tmp_path):
     from data.simulator import simulate
 
     logs = tmp_path / "logs"
-    simulate(str(logs), num_users=250, num_videos=300, num_days=5, seed=11)
+    simulate(str(logs), num_users=400, num_videos=300, num_days=5, impressions_per_user_day=8.0, seed=11)
     out = tmp_path / "out"
     env = dict(os.environ, LOGS=str(logs), OUTPUT_DIR=str(out), LOCAL_HOME=str(tmp_path / "tfx_home"),
                TF_USE_LEGACY_KERAS="1", PYTHONPATH=ROOT)
@@ -45,9 +47,14 @@ def test_tfx_cli_local_engine_on_simulated_logs(tmp_path):
     assert e2e_utils.blessed(str(out))
     assert len(e2e_utils.pushed_versions(str(out))) == 1
     metrics = e2e_utils.evaluation_metrics(str(out))
-    assert 0.5 < metrics["click_prob/auc"] <= 1.0, metrics
+    assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
+    assert metrics["click_prob/gauc_num_users_used"] > 0 and 0.0 <= metrics["click_prob/gauc"] <= 1.0
+    assert 0.5 < metrics["watch_time_s/xauc"] <= 1.0, metrics
+    assert metrics["click_prob/example_count"] == counts["splits"]["eval"]
+    assert {"tab", "user_active_degree", "duration_bucket"} <= e2e_utils.sliced_features(str(out))
     instances, predictions = e2e_utils.rest_predictions(str(out), n=5)
     e2e_utils.assert_predictions_in_range(instances, predictions)
+    e2e_utils.check_report_and_tensorboard(str(out), "model_report_simulated.png", str(tmp_path))
 
 
 def _kuairand_subset(dst, user_modulo):
@@ -83,3 +90,4 @@ def test_pipeline_on_real_kuairand_subset(tmp_path):
     assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
     instances, predictions = e2e_utils.rest_predictions(out, n=8)
     e2e_utils.assert_predictions_in_range(instances, predictions)
+    e2e_utils.check_report_and_tensorboard(out, "model_report_kuairand.png", str(tmp_path))

@@ -1,5 +1,6 @@
 """EAD (CREAD, Sun et al. AAAI 2024): CDF, gamma family, objective, search, TFT analyzer."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -189,3 +190,10 @@ def test_tft_analyzer_matches_pure_function(tmp_path):
         {"watch_time_s": tf.constant(x[:5])}, drop_unused_features=True)
     np.testing.assert_allclose(out["th"].numpy()[0], th, rtol=0)
     np.testing.assert_array_equal(out["y_bucket"].numpy(), [r["y_bucket"] for r in data[:5]])
+
+    # ... and the JSON report is an asset of the transform graph, found by its key
+    asset = tft.TFTransformOutput(str(tmp_path / "tf")).vocabulary_file_by_name("ead_thresholds")
+    assert os.path.basename(asset) == ead.ASSET_FILENAME
+    with open(asset) as f:
+        from_asset = ead.EadResult.from_json(f.read())
+    np.testing.assert_allclose(from_asset.thresholds, th, rtol=1e-6)

@@ -77,3 +77,15 @@ def test_numeric_log1p_zscore_and_labels(transformed):
     np.testing.assert_allclose(got, expected, rtol=1e-4)
     assert [r["watch_time_s"] for r in out] == [2.0, 5.0, 0.5]
     assert all(r["is_click"] == 1.0 for r in out)
+
+
+def test_ead_thresholds_are_a_transform_asset_and_bucket_the_label(transformed):
+    import json
+
+    out, tft_output = transformed
+    with open(tft_output.vocabulary_file_by_name("ead_thresholds")) as f:
+        report = json.load(f)
+    thresholds = np.asarray(report["thresholds"])
+    assert np.all(np.diff(thresholds) > 0)
+    for row in out:
+        assert row["watch_time_bucket"] == int(np.sum(row["watch_time_s"] > thresholds))

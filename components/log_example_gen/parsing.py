@@ -247,6 +247,7 @@ def example_features(row: LogRow, user: dict, video: dict, history: History) -> 
         "video_type": video["video_type"],
         "upload_type": video["upload_type"],
         "duration_s": duration_s(row, video),
+        "duration_bucket": F.duration_bucket(duration_s(row, video)),
         "video_age_days": video_age_days(row, video),
         "hist_video_id": history.video_id,
         "hist_author_id": history.author_id,
