@@ -19,7 +19,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from tfx import v1 as tfx  # noqa: E402
 
-from local_runner import trainer_config  # noqa: E402
+from local_runner import configured_args  # noqa: E402
 from pipeline import configs  # noqa: E402
 from pipeline.pipeline import create_pipeline  # noqa: E402
 
@@ -27,26 +27,17 @@ from pipeline.pipeline import create_pipeline  # noqa: E402
 def compile_pipeline(image: str, pipeline_root: str, data_path: str, serving_model_dir: str, output: str,
                      beam_pipeline_args=None, schema_path: str = configs.SCHEMA_PATH) -> str:
     """Writes the KFP v2 pipeline spec to `output` and returns its path."""
-    pipeline = create_pipeline(
+    args = configured_args()
+    args.update(
         pipeline_name=configs.PIPELINE_NAME.replace("_", "-"),  # KFP names: [a-z0-9][a-z0-9-]*
         pipeline_root=pipeline_root,
         data_path=data_path,
         schema_path=schema_path,
         serving_model_dir=serving_model_dir,
-        history_length=configs.HISTORY_LENGTH,
-        history_min_watch_s=configs.HISTORY_MIN_WATCH_S,
-        train_days=configs.TRAIN_DAYS,
-        eval_days=configs.EVAL_DAYS,
-        eval_last_n_days=configs.EVAL_LAST_N_DAYS,
-        max_bad_row_fraction=configs.MAX_BAD_ROW_FRACTION,
-        trainer_config=trainer_config(),
-        eval_gates=configs.EVAL_GATES,
-        eval_slice_features=configs.EVAL_SLICE_FEATURES,
         metadata_connection_config=None,  # KFP provides MLMD
         beam_pipeline_args=beam_pipeline_args or [],
-        train_steps=configs.TRAIN_STEPS,
-        eval_steps=configs.EVAL_STEPS,
     )
+    pipeline = create_pipeline(**args)
     runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
         config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(default_image=image),
         output_filename=output,

@@ -36,20 +36,12 @@ def trainer_config() -> dict:
     }
 
 
-def build(data_path: str = None, output_dir: str = None, **overrides) -> tfx.dsl.Pipeline:
-    """The pipeline as configured in pipeline/configs.py.
-
-    `output_dir` relocates pipeline root, MLMD and serving dir; `overrides` replace
-    any create_pipeline argument (tests use it for small runs).
-    """
-    paths = configs.output_paths(output_dir or configs.OUTPUT_DIR)
-    os.makedirs(os.path.dirname(paths["metadata_path"]), exist_ok=True)
-    args = dict(
+def configured_args() -> dict:
+    """create_pipeline arguments that come from pipeline/configs.py alone (no paths,
+    no MLMD, no Beam flags): shared by the local and the Kubeflow runner."""
+    return dict(
         pipeline_name=configs.PIPELINE_NAME,
-        pipeline_root=paths["pipeline_root"],
-        data_path=data_path or configs.DATA_PATH,
         schema_path=configs.SCHEMA_PATH,
-        serving_model_dir=paths["serving_model_dir"],
         history_length=configs.HISTORY_LENGTH,
         history_min_watch_s=configs.HISTORY_MIN_WATCH_S,
         train_days=configs.TRAIN_DAYS,
@@ -59,11 +51,27 @@ def build(data_path: str = None, output_dir: str = None, **overrides) -> tfx.dsl
         trainer_config=trainer_config(),
         eval_gates=configs.EVAL_GATES,
         eval_slice_features=configs.EVAL_SLICE_FEATURES,
+        train_steps=configs.TRAIN_STEPS,
+        eval_steps=configs.EVAL_STEPS,
+    )
+
+
+def build(data_path: str = None, output_dir: str = None, **overrides) -> tfx.dsl.Pipeline:
+    """The pipeline as configured in pipeline/configs.py, run locally.
+
+    `output_dir` relocates pipeline root, MLMD and serving dir; `overrides` replace
+    any create_pipeline argument (tests use it for small runs).
+    """
+    paths = configs.output_paths(output_dir or configs.OUTPUT_DIR)
+    os.makedirs(os.path.dirname(paths["metadata_path"]), exist_ok=True)
+    args = configured_args()
+    args.update(
+        pipeline_root=paths["pipeline_root"],
+        data_path=data_path or configs.DATA_PATH,
+        serving_model_dir=paths["serving_model_dir"],
         metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
             paths["metadata_path"]),
         beam_pipeline_args=configs.BEAM_PIPELINE_ARGS,
-        train_steps=configs.TRAIN_STEPS,
-        eval_steps=configs.EVAL_STEPS,
     )
     args.update(overrides)
     return create_pipeline(**args)
