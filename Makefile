@@ -28,7 +28,7 @@ $(STAMP): requirements.lock setup.py
 	  if command -v uv >/dev/null 2>&1; then UV=uv; \
 	  else python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv; UV="python3 -m uv"; fi; \
 	  test -x $(PY) || $$UV venv --seed --python $(PYTHON310) $(VENV); \
-	  $$UV pip install --python $(PY) -r requirements.lock; \
+	  $$UV pip sync --python $(PY) requirements.lock; \
 	  $$UV pip install --python $(PY) --no-deps -e .
 	@touch $(STAMP)
 
@@ -51,6 +51,11 @@ test-fast: setup
 # Rankers on KuaiRand-Pure-format logs (LOGS, TRAIN_DAYS, EVAL_DAYS; see bench/bench_rankers.py)
 bench-rankers: setup
 	LOGS="$(LOGS)" $(PY) -m bench.bench_rankers
+
+# Watch-time heads (regression, WLR, CREAD x 3 bucketings, CQE) on LOGS + the simulator
+# -> bench/results/watchtime.json (see bench/bench_watchtime.py)
+bench-watchtime: setup
+	LOGS="$(LOGS)" $(PY) -m bench.bench_watchtime
 
 clean:
 	rm -rf $(OUT) data/generated tfx_home

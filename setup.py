@@ -19,8 +19,9 @@ setuptools.setup(
         "tensorflow-transform==1.16.0",
         "tensorflow-model-analysis==0.47.1",
         "tensorflow-recommenders",
-        "apache-beam[gcp]",
+        "apache-beam[gcp]==2.61.0",  # TFT 1.16 deep_copy breaks on Beam >= 2.7x (multi-phase analyzers)
         "numpy<2",
         "pandas",
+        "matplotlib",
     ],
 )

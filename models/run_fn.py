@@ -13,7 +13,21 @@ The exported SavedModel carries the transform graph and two signatures
   fixed-length padded lists of length L), the REST clients' signature;
 - `serving_examples`: serialized tf.Examples (what TFMA feeds the Evaluator).
 
-Both return {"click_prob": [B, 1], "watch_time_s": [B, 1]}.
+- `serving_dqc`: the raw named tensors plus `dqc_k` [B] (float, in [0, 1]): the DQC
+  weight per request (CQE: dqc = k·t_low + (1 − k)·t_high). TF Serving signatures
+  have no optional inputs, so `serving_default` uses the configured default k and
+  this third signature takes k explicitly; it is only exported with the CQE head.
+
+Outputs (names stable across heads): "click_prob" [B, 1], "watch_time_s" [B, 1]
+(expected watch time from the configured watch head: regression, CREAD restoration,
+or CQE's CDE; with "cread+cqe" the CREAD restoration), "ranking_score" [B, 1]
+(formula `ranking_score`, models/heads.py RANKING_FORMULAS) and, with the CQE head,
+"quantiles" [B, N], "cse", "dqc", "cde" [B, 1].
+
+Watch heads (`watch_head` in the config, pipeline/configs.py WATCH_HEAD):
+"regression" | "cread" | "cqe" | "cread+cqe". CREAD uses the EAD thresholds Transform
+learnt on the train split, read from the transform graph's asset
+(`ead_thresholds_from_transform_output`), never recomputed.
 """
 import os
 
@@ -30,6 +44,8 @@ from models import strategies  # noqa: E402
 from models.baseline import build_baseline, build_logistic_regression  # noqa: E402
 from models.bst import build_bst  # noqa: E402
 from models.din import build_din  # noqa: E402
+from models import ead  # noqa: E402
+from models import heads as heads_lib  # noqa: E402
 from models.heads import CLICK_OUTPUT, WATCH_OUTPUT  # noqa: E402
 from models.xdeepfm import build_xdeepfm  # noqa: E402
 
@@ -47,20 +63,23 @@ RANKERS = {
 
 
 def build_ranker(model_type: str, vocab_sizes: dict, history_length: int, hp: dict = None,
-                 heads=None) -> keras.Model:
+                 heads=None, ead_thresholds=None) -> keras.Model:
     """Builds and compiles the ranker `model_type` from the trainer hyperparameters `hp`
-    (embedding_dim, oov_buckets, learning_rate, loss weights, ranker_params)."""
+    (embedding_dim, oov_buckets, learning_rate, loss weights, ranker_params, watch_head,
+    ranking_score, cread, cqe). Without `heads`, they come from `hp`
+    (heads.heads_from_config; CREAD needs `ead_thresholds`)."""
     if model_type not in RANKERS:
         raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(RANKERS)}")
     hp = dict(hp or {})
+    if heads is None:
+        heads = heads_lib.heads_from_config(hp, ead_thresholds)
     params = dict(hp.get("ranker_params") or {})
     if model_type == "baseline" and "hidden_units" not in params and "hidden_units" in hp:
         params["hidden_units"] = tuple(hp["hidden_units"])
     kwargs = dict(embedding_dim=int(hp.get("embedding_dim", 16)),
                   oov_buckets=int(hp.get("oov_buckets", 1)),
                   learning_rate=float(hp.get("learning_rate", 1e-3)),
-                  loss_weights={CLICK_OUTPUT: float(hp.get("loss_weight_click", 1.0)),
-                                WATCH_OUTPUT: float(hp.get("loss_weight_watch", 1.0))},
+                  loss_weights=heads_lib.loss_weights_from_config(hp),
                   heads=heads)
     kwargs.update(params)  # a ranker may override e.g. its learning rate
     try:
@@ -69,7 +88,21 @@ def build_ranker(model_type: str, vocab_sizes: dict, history_length: int, hp: di
         raise ValueError(f"bad ranker_params {sorted(params)} for model_type {model_type!r}: {e}") from e
 
 
-def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1):
+def ead_thresholds_from_transform_output(tf_transform_output) -> list:
+    """The EAD thresholds t_1..t_M Transform learnt (the JSON asset of the transform
+    graph, models/ead.py ASSET_FILENAME): the same constants the graph buckets with."""
+    path = tf_transform_output.vocabulary_file_by_name("ead_thresholds")
+    with tf.io.gfile.GFile(path, "r") as f:
+        return list(ead.EadResult.from_json(f.read()).thresholds)
+
+
+def label_keys_for(model) -> dict:
+    """{output name: transformed label key} for every output of `model` with a loss."""
+    return {o: heads_lib.OUTPUT_LABELS[o] for o in model.output_names if o in heads_lib.OUTPUT_LABELS}
+
+
+def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1,
+             label_keys=None):
     """Transformed examples -> (features, {output name: label}) batches."""
     from tfx_bsl.public import tfxio  # heavy; imported only where the Trainer needs it
 
@@ -79,13 +112,32 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
                                        shuffle_seed=0),
         tf_transform_output.transformed_metadata.schema,
     )
-    return dataset.map(split_labels)
+    return dataset.map(lambda batch: split_labels(batch, label_keys))
 
 
-def split_labels(batch):
+def split_labels(batch, label_keys=None):
+    """(features, labels): labels keyed by output name (`label_keys`, default
+    LABEL_KEYS); every label-like key (is_click, watch_time_s, the transformed
+    watch_time_bucket) is removed from the features."""
     batch = dict(batch)
-    labels = {out: batch.pop(label) for out, label in LABEL_KEYS.items()}
+    label_keys = LABEL_KEYS if label_keys is None else label_keys
+    labels = {out: batch[label] for out, label in label_keys.items()}
+    for key in F.LABELS + [F.WATCH_BUCKET_LABEL]:
+        batch.pop(key, None)
     return batch, labels
+
+
+def shuffle_labels(dataset, seed: int):
+    """Diagnostic only (custom_config `shuffle_labels_seed`): permutes the labels of each
+    (features, labels) batch, one permutation shared by every label, so the features no
+    longer predict them while their joint distribution is unchanged. Trains a
+    deliberately degraded candidate (tests/test_gating.py); never set it in production."""
+    def permute(features, labels):
+        n = tf.shape(next(iter(labels.values())))[0]
+        perm = tf.random.shuffle(tf.range(n), seed=seed)
+        return features, {out: tf.gather(label, perm) for out, label in labels.items()}
+
+    return dataset.map(permute)
 
 
 def vocab_sizes(tf_transform_output) -> dict:
@@ -100,10 +152,24 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     raw_spec = F.raw_feature_spec(history_length)
     serving_spec = {k: raw_spec[k] for k in F.SERVING_RAW_FEATURES}
 
-    def run(raw_features):
+    cqe_layer = _find_layer(model, "cqe")
+    formula = _ranking_formula(model)
+
+    def run(raw_features, dqc_k=None):
         transformed = model.tft_layer(raw_features)
         inputs = {k: transformed[k] for k in model.input_names}
-        outputs = model(inputs, training=False)
+        outputs = dict(model(inputs, training=False))
+        for key in heads_lib.TRAINING_ONLY_OUTPUTS:
+            outputs.pop(key, None)
+        if dqc_k is not None:  # DQC with the request's k, and a ranking score that may use it
+            from models.cqe import interpolate_quantile
+
+            q = outputs[heads_lib.QUANTILES_OUTPUT]
+            k = tf.reshape(tf.clip_by_value(tf.cast(dqc_k, q.dtype), 0.0, 1.0), [-1, 1])
+            t_high = tf.reshape(interpolate_quantile(q, cqe_layer.tau_high, cqe_layer.taus), [-1, 1])
+            outputs[heads_lib.DQC_OUTPUT] = k * outputs[heads_lib.CSE_OUTPUT] + (1.0 - k) * t_high
+            if formula is not None:
+                outputs[heads_lib.RANKING_OUTPUT] = heads_lib.ranking_score(outputs, formula)
         return {name: tf.identity(value, name=name) for name, value in outputs.items()}
 
     raw_signature = {
@@ -118,10 +184,33 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     def serve_examples(serialized):
         return run(tf.io.parse_example(serialized, serving_spec))
 
-    return {
+    signatures = {
         "serving_default": serve_raw.get_concrete_function(),
         "serving_examples": serve_examples.get_concrete_function(),
     }
+    if cqe_layer is not None:
+        dqc_signature = dict(raw_signature, dqc_k=tf.TensorSpec([None], tf.float32, name="dqc_k"))
+
+        @tf.function(input_signature=[dqc_signature])
+        def serve_dqc(request):
+            request = dict(request)
+            k = request.pop("dqc_k")
+            return run(request, dqc_k=k)
+
+        signatures["serving_dqc"] = serve_dqc.get_concrete_function()
+    return signatures
+
+
+def _find_layer(model, name):
+    try:
+        return model.get_layer(name)
+    except ValueError:
+        return None
+
+
+def _ranking_formula(model):
+    layer = _find_layer(model, heads_lib.RANKING_OUTPUT)
+    return getattr(layer, "formula", None)
 
 
 def export_serving_model(model, tf_transform_output, history_length: int, export_dir: str) -> str:
@@ -167,11 +256,20 @@ def run_fn(fn_args):
 
     strategy = make_strategy(hp)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    thresholds = None
+    if "cread" in hp.get("watch_head", "regression"):
+        thresholds = ead_thresholds_from_transform_output(tf_transform_output)
+    with strategy.scope():
+        model = build_ranker(model_type, vocab_sizes(tf_transform_output), history_length, hp,
+                             ead_thresholds=thresholds)
+    label_keys = label_keys_for(model)
 
     def train_dataset(input_context=None):
         ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output,
                       input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size,
-                      True, num_epochs=None if input_context else 1)
+                      True, num_epochs=None if input_context else 1, label_keys=label_keys)
+        if hp.get("shuffle_labels_seed") is not None:
+            ds = shuffle_labels(ds, int(hp["shuffle_labels_seed"]))
         if input_context:
             ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         return ds
@@ -187,12 +285,10 @@ def run_fn(fn_args):
         train_data = train_dataset()
         if fn_args.train_steps:
             train_data = train_data.repeat().take(fn_args.train_steps)
-        validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False)
+        validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
+                              label_keys=label_keys)
         if fn_args.eval_steps:
             validation = validation.take(fn_args.eval_steps)
-
-    with strategy.scope():
-        model = build_ranker(model_type, vocab_sizes(tf_transform_output), history_length, hp)
 
     run_dir = strategies.write_dir(fn_args.model_run_dir)
     callbacks = [keras.callbacks.TensorBoard(log_dir=run_dir, update_freq="epoch"),
@@ -202,6 +298,7 @@ def run_fn(fn_args):
     tf.io.gfile.makedirs(run_dir)
     with tf.io.gfile.GFile(os.path.join(run_dir, "history.json"), "w") as f:
         json.dump({"model_type": model_type, "strategy": hp.get("strategy", "mirrored"),
+                   "watch_head": hp.get("watch_head", "regression"), "ead_thresholds": thresholds,
                    "params": int(model.count_params()),
                    "history": {k: [float(x) for x in v] for k, v in history.history.items()}}, f)
 

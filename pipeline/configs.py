@@ -79,7 +79,44 @@ TRAIN_EPOCHS = 1  # one-epoch phenomenon of id-heavy CTR models (DESIGN.md secti
 TRAIN_STEPS = None  # None: one pass of TRAIN_EPOCHS over the train split
 EVAL_STEPS = None
 LOSS_WEIGHT_CLICK = 1.0
-LOSS_WEIGHT_WATCH = 1.0
+LOSS_WEIGHT_WATCH = 1.0  # regression watch head (log1p MSE)
+# The CREAD loss sums M BCEs (+ Huber in seconds) and the CQE pinball loss sums N
+# quantile losses in seconds: at weight 1 they swamp the click loss in the shared
+# layers (simulated run: click AUC 0.47 with CREAD+CQE at 1/1 vs 0.69 with the
+# regression head). These weights keep click AUC within ~0.01 of the regression head.
+LOSS_WEIGHT_CREAD = 0.2
+LOSS_WEIGHT_CQE = 0.01  # ~1/N: the mean pinball loss over the quantiles
+
+# Watch-time head (models/heads.py WATCH_HEADS), on top of any ranker:
+#   "regression" (log1p MSE) | "cread" (EAD buckets from Transform) | "cqe" (quantiles)
+#   | "cread+cqe" (both; watch_time_s is then CREAD's restoration).
+# Env WATCH_HEAD overrides. "watch_time_s" is the regression prediction, the CREAD
+# restoration or CQE's CDE accordingly.
+WATCH_HEAD = os.environ.get("WATCH_HEAD", "regression")
+# CREAD loss λ_ce·ΣBCE + λ_restore·Huber_δ(ŷ − y) + λ_ord·Σ max(φ_{m+1} − φ_m, 0) and the
+# restoration rule: "trapezoid" measured less biased than CREAD eq. 4's Riemann sum
+# on the simulator truth (bench/bench_watchtime.py, `restoration_bias`).
+CREAD = {
+    "lambda_ce": 1.0,
+    "lambda_restore": 0.1,
+    "lambda_ord": 1.0,
+    "huber_delta": 1.0,  # seconds
+    "restoration": "trapezoid",
+    "phi0": 1.0,  # P(y > 0) used by the trapezoid rule's first bucket
+}
+# CQE: N levels tau_i = i/(N+1); CSE at tau_low; DQC = k·t_low + (1−k)·t_high with k =
+# default_k in serving_default (per request via the `serving_dqc` signature's dqc_k).
+CQE = {
+    "num_quantiles": 100,
+    "tau_low": 0.25,
+    "tau_high": 0.7,
+    "default_k": 0.5,
+    "increment": "softplus",
+}
+# ranking_score output: a named formula of the outputs (models/heads.py
+# RANKING_FORMULAS): "click_prob * watch_time_s" | "watch_time_s" | "click_prob" |
+# "click_prob * log1p(watch_time_s)" | "click_prob * dqc" | "dqc" | "click_prob * cse".
+RANKING_SCORE = os.environ.get("RANKING_SCORE", "click_prob * watch_time_s")
 
 # Per-ranker hyperparameters (keyword arguments of the builders in models/; the one
 # for MODEL_TYPE is passed to run_fn as `ranker_params`). Sizes are modest: on

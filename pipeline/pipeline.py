@@ -37,13 +37,20 @@ def _gate(floor=None, ceiling=None, max_change=None, higher_is_better=True) -> t
     return threshold
 
 
-def eval_config(gates: dict, slice_features: List[str]) -> tfma.EvalConfig:
+def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regression",
+                num_quantiles: int = 100) -> tfma.EvalConfig:
     """TFMA config: ranking and watch-time metrics (models/tfma_metrics.py), sliced.
 
     `gates` holds the blessing rules on the overall slice: `auc_floor`,
     `auc_max_drop`, `xauc_floor`, `xauc_max_drop`, `mae_ceiling`, `mae_max_rise`.
     The drops/rises compare with the latest blessed model (no baseline: the
-    absolute bounds alone decide).
+    absolute bounds alone decide). Ranking metrics use the "ranking_score" output;
+    with a CQE watch head (`watch_head` "cqe" or "cread+cqe") the "quantiles" output
+    [B, num_quantiles] gets the coverage and pinball metrics. CREAD/CQE models carry
+    training-only outputs and losses (cread_logits, pinball on quantiles) that the
+    serving signature and TFMA's labels do not have, so their compiled Keras
+    metrics/losses are left out (include_default_metrics=False); the metrics above
+    are computed from the signature outputs.
     """
     thresholds = {
         "auc": _gate(floor=gates["auc_floor"], max_change=gates["auc_max_drop"]),
@@ -51,12 +58,18 @@ def eval_config(gates: dict, slice_features: List[str]) -> tfma.EvalConfig:
         "mean_absolute_error": _gate(ceiling=gates["mae_ceiling"], max_change=gates["mae_max_rise"],
                                      higher_is_better=False),
     }
-    specs = tfma_metrics.metrics_specs(thresholds=thresholds)
+    specs = tfma_metrics.metrics_specs(
+        thresholds=thresholds, ranking_output="ranking_score",
+        quantiles_output="quantiles" if "cqe" in watch_head else None, num_quantiles=num_quantiles)
     for spec in specs:  # the report's click calibration curve (TFMA plot, per slice)
         if list(spec.output_names) == [CLICK_OUTPUT]:
             spec.metrics.append(tfma.MetricConfig(
                 class_name="CalibrationPlot", config=json.dumps({"num_buckets": CALIBRATION_BUCKETS})))
+    options = tfma.Options()
+    if watch_head != "regression":
+        options.include_default_metrics.value = False
     return tfma.EvalConfig(
+        options=options,
         model_specs=[tfma.ModelSpec(
             signature_name="serving_examples",
             label_keys={CLICK_OUTPUT: F.LABEL_CLICK, "watch_time_s": F.LABEL_WATCH},
@@ -130,7 +143,9 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"],
-        eval_config=eval_config(eval_gates, eval_slice_features),
+        eval_config=eval_config(eval_gates, eval_slice_features,
+                                watch_head=trainer_config.get("watch_head", "regression"),
+                                num_quantiles=int((trainer_config.get("cqe") or {}).get("num_quantiles", 100))),
         example_splits=["eval"],
     )
     pusher = tfx.components.Pusher(

@@ -19,13 +19,28 @@ import pytest
 
 from tests import e2e_utils
 
-pytestmark = pytest.mark.e2e
-
-
 def _executions(pipeline_root, component, output):
     return glob.glob(os.path.join(pipeline_root, component, output, "*"))
 
 
+def test_shuffle_labels_permutes_every_label_together():
+    import numpy as np
+    import tensorflow as tf
+
+    from models.run_fn import shuffle_labels
+
+    n = 64
+    x = np.arange(n, dtype=np.float32)
+    ds = tf.data.Dataset.from_tensors(({"x": x}, {"click_prob": x * 2, "watch_time_s": x * 3}))
+    features, labels = next(iter(shuffle_labels(ds, seed=1)))
+    click, watch = labels["click_prob"].numpy(), labels["watch_time_s"].numpy()
+    np.testing.assert_array_equal(features["x"].numpy(), x)
+    assert sorted(click) == sorted(x * 2)  # same labels ...
+    np.testing.assert_allclose(watch, click * 1.5)  # ... one permutation for all of them
+    assert np.mean(click != x * 2) > 0.9  # ... detached from their features
+
+
+@pytest.mark.e2e
 def test_degraded_candidate_is_not_blessed_and_not_pushed(tmp_path):
     from tfx import v1 as tfx
 

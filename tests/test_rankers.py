@@ -6,7 +6,10 @@ import tf_keras as keras
 
 from models import features as F
 from models.feature_layer import FeatureLayer, model_inputs
-from models.run_fn import RANKERS, build_ranker, export_serving_model, vocab_sizes
+from models import heads as H
+from models.cqe import interpolate_quantile, quantile_levels
+from models.run_fn import (RANKERS, build_ranker, ead_thresholds_from_transform_output,
+                           export_serving_model, vocab_sizes)
 from tests.ranker_utils import (build_transform_output, random_transformed, raw_batch, raw_rows,
                                 small_vocab_sizes)
 
@@ -27,11 +30,15 @@ def transform_output(tmp_path_factory):
     return out, raw_rows(12, L, seed=2)  # serving rows: also unseen ids (OOV bucket)
 
 
-def _train(model_type, params, sizes, steps=4, seed=0):
+def _train(model_type, params, sizes, steps=4, seed=0, hp=None, thresholds=None):
+    """Builds `model_type` with the heads of `hp` (default: click + regression) and
+    trains `steps` batches on random transformed data."""
     tf.random.set_seed(seed)
-    model = build_ranker(model_type, sizes, L, {"embedding_dim": 4, "ranker_params": params})
+    model = build_ranker(model_type, sizes, L, {"embedding_dim": 4, "ranker_params": params, **(hp or {})},
+                         ead_thresholds=thresholds)
     if steps:
         x, y = random_transformed(32 * steps, L, sizes, seed=seed)
+        y = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
         model.fit(x, y, batch_size=32, epochs=1, verbose=0)
     return model
 
@@ -73,6 +80,80 @@ def test_train_export_reload_same_predictions(model_type, params, transform_outp
         assert after[name].shape == (len(rows), 1)
         np.testing.assert_allclose(after[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(from_examples[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-6)
+
+
+NUM_Q = 9
+# CREAD and CQE together on every ranker (both heads' code paths), each alone on one
+WATCH_VARIANTS = ([(m, p, "cread+cqe") for m, p in VARIANTS[:5]]
+                  + [("baseline", {}, "cread"), ("baseline", {}, "cqe")])
+WATCH_IDS = [f"{i}-cread+cqe" for i in IDS[:5]] + ["baseline-cread", "baseline-cqe"]
+
+
+@pytest.mark.parametrize("model_type,params,watch_head", WATCH_VARIANTS, ids=WATCH_IDS)
+def test_watch_heads_train_export_reload_same_predictions(model_type, params, watch_head,
+                                                          transform_output, tmp_path):
+    """Each watch head on each ranker: trains, exports with run_fn's signatures, reloads
+    (no custom objects) with identical outputs; stable output names; CQE quantiles
+    monotone in the served model; serving_dqc with the default k = serving_default."""
+    tft_output, rows = transform_output
+    thresholds = ead_thresholds_from_transform_output(tft_output)
+    hp = {"watch_head": watch_head, "cqe": {"num_quantiles": NUM_Q}, "ranking_score": "click_prob * watch_time_s"}
+    model = _train(model_type, params, vocab_sizes(tft_output), hp=hp, thresholds=thresholds)
+    raw = raw_batch(rows, L)
+    transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
+    before = model({k: transformed[k] for k in model.input_names}, training=False)
+
+    export_dir = str(tmp_path / "export")
+    export_serving_model(model, tft_output, L, export_dir)
+    loaded = tf.saved_model.load(export_dir)
+    request = {k: tf.constant(v) for k, v in raw.items()}
+    after = loaded.signatures["serving_default"](**request)
+    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(_serialize(rows)))
+    cqe = "cqe" in watch_head
+    expected = {"click_prob", "watch_time_s", "ranking_score"} | (
+        {"quantiles", "cse", "dqc", "cde"} if cqe else set())
+    assert set(after) == expected and set(from_examples) == expected  # no training-only outputs
+    assert ("serving_dqc" in loaded.signatures) == cqe
+    n = len(rows)
+    for name in expected:
+        assert after[name].shape == ((n, NUM_Q) if name == "quantiles" else (n, 1)), name
+        np.testing.assert_allclose(after[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(from_examples[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-5)
+    watch = after["watch_time_s"].numpy()
+    assert np.all(np.isfinite(watch)) and np.all(watch >= 0)
+    if "cread" in watch_head:  # restoration of φ ∈ (0, 1): 0 < ŷ < T_max
+        assert np.all(watch < thresholds[-1])
+    np.testing.assert_allclose(after["ranking_score"].numpy(),
+                               after["click_prob"].numpy() * watch, rtol=1e-5, atol=1e-6)
+    if cqe:
+        q = after["quantiles"].numpy()
+        assert np.all(np.diff(q, axis=1) >= 0) and np.all(q >= 0)
+        if watch_head == "cqe":
+            np.testing.assert_allclose(watch, after["cde"].numpy(), rtol=1e-6)
+        dqc = loaded.signatures["serving_dqc"](dqc_k=tf.fill([n], 0.5), **request)
+        for name in expected:
+            np.testing.assert_allclose(dqc[name].numpy(), after[name].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_serving_dqc_honours_k_and_ranking_score_follows(transform_output, tmp_path):
+    """dqc = k·t_0.25 + (1 − k)·t_0.7 per request; a ranking score using dqc follows k."""
+    tft_output, rows = transform_output
+    hp = {"watch_head": "cqe", "cqe": {"num_quantiles": NUM_Q}, "ranking_score": "click_prob * dqc"}
+    model = _train("baseline", {}, vocab_sizes(tft_output), hp=hp)
+    export_dir = str(tmp_path / "export")
+    export_serving_model(model, tft_output, L, export_dir)
+    serve = tf.saved_model.load(export_dir).signatures["serving_dqc"]
+    request = {k: tf.constant(v) for k, v in raw_batch(rows, L).items()}
+    k = np.linspace(0.0, 1.0, len(rows)).astype(np.float32)
+    out = serve(dqc_k=tf.constant(k), **request)
+    q = out["quantiles"].numpy().astype(np.float64)
+    taus = quantile_levels(NUM_Q)
+    t_low, t_high = interpolate_quantile(q, 0.25, taus), interpolate_quantile(q, 0.7, taus)
+    np.testing.assert_allclose(out["cse"].numpy()[:, 0], t_low, rtol=1e-5)
+    np.testing.assert_allclose(out["dqc"].numpy()[:, 0], k * t_low + (1 - k) * t_high, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["ranking_score"].numpy(), out["click_prob"].numpy() * out["dqc"].numpy(),
+                               rtol=1e-5, atol=1e-7)
+    assert np.all(t_high > t_low)  # k really matters
 
 
 @pytest.mark.parametrize("model_type,params", VARIANTS, ids=IDS)

@@ -84,3 +84,35 @@ def test_run_fn_rejects_unknown_model_type_and_strategy(transformed_files, tmp_p
         run_fn(_fn_args(files, transform_dir, tmp_path, model_type="widedeep"))
     with pytest.raises(ValueError, match="unknown strategy 'tpu'"):
         run_fn(_fn_args(files, transform_dir, tmp_path, strategy="tpu"))
+
+
+def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files, tmp_path, monkeypatch):
+    """WATCH_HEAD=cread+cqe: run_fn reads the EAD thresholds from the transform graph's
+    asset (never recomputes them), trains CREAD + CQE, exports the three signatures."""
+    from models import ead
+    from models.run_fn import ead_thresholds_from_transform_output
+
+    def no_recompute(*args, **kwargs):
+        raise AssertionError("run_fn must not recompute the EAD thresholds")
+
+    monkeypatch.setattr(ead, "search_thresholds", no_recompute)
+    monkeypatch.setattr(ead, "boundaries_from_samples", no_recompute)
+    files, transform_dir, rows = transformed_files
+    fn_args = _fn_args(files, transform_dir, tmp_path, model_type="baseline", watch_head="cread+cqe",
+                       cqe=dict(configs.CQE, num_quantiles=9), ranker_params={"hidden_units": [8]})
+    run_fn(fn_args)
+    with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
+        history = json.load(f)
+    with open(os.path.join(transform_dir, "transform_fn", "assets", ead.ASSET_FILENAME)) as f:
+        asset = ead.EadResult.from_json(f.read())
+    assert history["watch_head"] == "cread+cqe"
+    assert history["ead_thresholds"] == asset.thresholds
+    assert asset.thresholds == ead_thresholds_from_transform_output(tft.TFTransformOutput(transform_dir))
+    assert {"val_cread_logits_loss", "val_quantiles_loss", "val_watch_time_s_mae"} <= set(history["history"])
+    loaded = tf.saved_model.load(fn_args.serving_model_dir)
+    assert {"serving_default", "serving_examples", "serving_dqc"} <= set(loaded.signatures)
+    raw = {k: tf.constant(v) for k, v in raw_batch(rows[:7], L).items()}
+    out = loaded.signatures["serving_default"](**raw)
+    assert set(out) == {"click_prob", "watch_time_s", "ranking_score", "quantiles", "cse", "dqc", "cde"}
+    assert out["quantiles"].shape == (7, 9)
+    assert np.all(out["watch_time_s"].numpy() < asset.thresholds[-1])

@@ -337,7 +337,7 @@ def load_ead_asset(transform_graph_uri: Optional[str]) -> Optional[dict]:
     """
     if not transform_graph_uri:
         return None
-    found = sorted(glob.glob(os.path.join(transform_graph_uri, "transform_fn", "assets", "**", EAD_ASSET),
+    found = sorted(glob.glob(os.path.join(transform_graph_uri, "transform_fn", "assets", "**", EAD_ASSET + "*"),
                              recursive=True))
     if not found:
         return None

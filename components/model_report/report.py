@@ -41,18 +41,12 @@ PLOTS_DIR = "plots"
 INDEX = "index.html"
 REPORT_JSON = "report.json"
 
-# (output, metric) shown in the slice tables; the first CHART_METRICS also as bar charts.
-TABLE_METRICS = [
-    ("click_prob", "example_count"), ("click_prob", "auc"), ("click_prob", "gauc"),
-    ("click_prob", "gauc_num_users_used"), ("click_prob", "calibration"),
-    ("click_prob", "normalized_entropy"), ("watch_time_s", "mean_absolute_error"),
-    ("watch_time_s", "rmse"), ("watch_time_s", "xauc"), ("watch_time_s", "xgauc"),
-    ("watch_time_s", "ndcg_watch@10"), ("watch_time_s", "ecs_model@10"),
-]
-CHART_METRICS = [
-    ("click_prob", "auc"), ("click_prob", "gauc"), ("click_prob", "calibration"),
-    ("watch_time_s", "xauc"), ("watch_time_s", "mean_absolute_error"),
-]
+# Metric names shown in the slice tables / as bar charts, for whichever output has them
+# (ranking metrics sit on "ranking_score" or "watch_time_s" depending on the model).
+TABLE_METRICS = ["example_count", "auc", "gauc", "gauc_num_users_used", "calibration",
+                 "normalized_entropy", "mean_absolute_error", "rmse", "xauc", "xgauc",
+                 "ndcg_watch@10", "ecs_model@10"]
+CHART_METRICS = ["auc", "gauc", "calibration", "xauc", "mean_absolute_error"]
 NO_QUANTILE_HEAD = ("No quantile head: the model has no <code>quantiles</code> output, so "
                     "TFMA computed no <code>quantile_coverage@&tau;</code> metrics.")
 
@@ -349,9 +343,15 @@ def _slices_section(data: ReportData, out_dir: str) -> str:
     ev = data.evaluation
     overall = ev.overall()
     parts = ["<h2 id='slices'>Metrics by slice</h2>"]
-    all_metrics = {(o, m) for s in ev.slices for o, by in s.metrics.items() for m in by}
-    table_metrics = [k for k in TABLE_METRICS if k in all_metrics]
-    chart_metrics = [k for k in CHART_METRICS if k in all_metrics]
+    outputs_of = {}
+    for s in ev.slices:
+        for o, by in s.metrics.items():
+            for m in by:
+                outputs_of.setdefault(m, set()).add(o)
+    table_metrics = [(o, m) for m in TABLE_METRICS for o in sorted(outputs_of.get(m, ()))]
+    table_metrics = [(o, m) for o, m in table_metrics  # example_count: once
+                     if m != "example_count" or o == min(outputs_of[m])]
+    chart_metrics = [(o, m) for m in CHART_METRICS for o in sorted(outputs_of.get(m, ()))]
     for i, column in enumerate(slice_columns(ev)):
         slices = sorted((s for s in ev.slices if s.column == column),
                         key=lambda s: [value_order(v) for v in s.values])

@@ -1,0 +1,355 @@
+"""Benchmark the watch-time heads -> bench/results/watchtime.json.
+
+    make bench-watchtime                   # or: .venv/bin/python -m bench.bench_watchtime
+    LOGS=/path TRAIN_DAYS=20220425-20220502 EVAL_DAYS=20220503-20220504 make bench-watchtime
+
+One ranker (BENCH_RANKER, default "baseline"), trained BENCH_EPOCHS (default 1) per
+method, same data machinery as bench/bench_rankers.py (the pipeline's LogExampleGen +
+Transform once, then the transform graph applied to the raw examples; train = train
+days but the last, validation = last train day, eval = eval days). Methods:
+
+- ``regression``: direct regression on log1p(y) (heads.WatchTimeRegressionHead);
+- ``wlr``: weighted logistic regression (Covington et al., YouTube 2016) adapted to
+  watch time: every impression is a positive with weight y and a negative with
+  weight 1, so the odds e^logit converge to E[y | x]; prediction exp(logit);
+- ``cread_equal_frequency``, ``cread_equal_width``, ``cread_ead``: CREAD with the
+  α = 0, equal-width and chosen EAD candidates of the Transform asset (never
+  recomputed), restoration = configs.CREAD["restoration"];
+- ``cqe_cde``, ``cqe_cse``: one CQE model, CDE (eq. 8) and CSE (t_0.25) point estimates.
+
+Per method: mae (s), xauc, coverage_error = mean_τ |P(y <= t_τ) − τ| over
+τ ∈ {0.1, ..., 0.9} (CQE only), and the ``ead`` block (α, β, M, thresholds, J of
+every candidate, from the transform graph asset). The ``simulator`` block repeats
+the methods on simulated logs (data/simulator.py; BENCH_SIM_* sizes) and adds the
+error against the true conditional mean (mae_vs_true_mean) and true quantiles
+(CQE: mean |t̂_τ − t_τ| at τ ∈ {0.1, 0.25, 0.5, 0.75, 0.9}), plus the restoration
+bias of both CREAD rules fed the TRUE survival function at each threshold set
+(cread.restoration_bias: isolates discretization from learning error).
+
+Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_RANKER, BENCH_EPOCHS (1), BENCH_BATCH_SIZE
+(256), BENCH_METHODS (comma list), BENCH_SIM (1: run the simulator block),
+BENCH_SIM_USERS/VIDEOS/DAYS (400/300/6), BENCH_WORK (/tmp/bench_watchtime),
+BENCH_OUT (bench/results/watchtime.json).
+"""
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import glob  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench.bench_rankers import (DEFAULT_LOGS, ROOT, _subset, load_split, parse_days,  # noqa: E402
+                                 run_example_gen_and_transform)
+
+METHODS = ("regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe")
+COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
+SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator.py QUANTILE_LEVELS
+
+
+def _beam_deep_copy_compat():
+    """TFT 1.16's deep-copy optimisation builds beam AppliedPTransforms with the old
+    4-argument constructor; apache-beam 2.74 requires 6, so Transform's second analysis
+    phase (the EAD search) fails. Deep copy only saves re-reading inputs: skip it
+    when the constructor is incompatible (in this process only)."""
+    import inspect
+
+    import apache_beam.pipeline as beam_pipeline
+    from tensorflow_transform.beam import deep_copy
+
+    params = inspect.signature(beam_pipeline.AppliedPTransform.__init__).parameters
+    if "environment_id" in params and params["environment_id"].default is inspect.Parameter.empty:
+        deep_copy.deep_copy = lambda pcollection: pcollection
+
+
+# --------------------------------------------------------------------------- math
+def coverage_error(y, quantiles, taus, eval_taus=COVERAGE_TAUS) -> float:
+    """mean over eval_taus of |share(y <= t_τ) − τ| (t_τ interpolated on the grid)."""
+    from models.cqe import interpolate_quantile
+
+    y = np.asarray(y, np.float64).reshape(-1)
+    return float(np.mean([abs(np.mean(y <= interpolate_quantile(quantiles, t, taus)) - t) for t in eval_taus]))
+
+
+def wlr_loss(y_true, logit):
+    """Σ y·softplus(−l) + softplus(l): weighted BCE with a positive of weight y and a
+    negative of weight 1 per impression; minimised at e^l = E[y | x]."""
+    import tensorflow as tf
+
+    y = tf.reshape(tf.cast(y_true, logit.dtype), tf.shape(logit))
+    return tf.reduce_mean(y * tf.nn.softplus(-logit) + tf.nn.softplus(logit), axis=-1)
+
+
+class WlrWatchHead:
+    """YouTube WLR as a pluggable head: "wlr_logit" (loss wlr_loss / `scale`) and
+    watch_time_s = exp(logit). `scale` (the mean train watch time) keeps the loss, whose
+    positive weights are seconds, on the click loss's scale; it does not move the optimum."""
+
+    output_name = "watch_time_s"
+
+    def __init__(self, scale=1.0):
+        self.scale = float(scale)
+
+    def outputs(self, z, linear_logit=None):
+        import tensorflow as tf
+        import tf_keras as keras
+
+        logit = keras.layers.Dense(1, name="wlr_logit")(z)
+        # clip: exp of an early, large logit must not overflow the MAE metric
+        watch = keras.layers.Lambda(lambda t: tf.exp(tf.clip_by_value(t, -20.0, 12.0)),
+                                    name="watch_time_s")(logit)
+        return {"wlr_logit": logit, "watch_time_s": watch}
+
+    def losses(self):
+        scale = self.scale
+        return {"wlr_logit": lambda y, logit: wlr_loss(y, logit) / scale}
+
+    def metrics(self):
+        import tf_keras as keras
+
+        return {"watch_time_s": [keras.metrics.MeanAbsoluteError(name="mae")]}
+
+
+def ead_block(report) -> dict:
+    return {"chosen": report.chosen, "alpha": report.chosen_alpha, "beta": report.beta, "M": report.M,
+            "M_eff": report.M_eff, "t_max": report.t_max, "thresholds": [round(t, 4) for t in report.thresholds],
+            "candidates": [{"name": c["name"], "alpha": c["alpha"], "M_eff": c["M_eff"], "J": c["J"],
+                            "A_w": c["A_w"], "A_b": c["A_b"]} for c in report.candidates]}
+
+
+def _candidate(report, name):
+    return next(c for c in report.candidates if c["name"] == name)["thresholds"]
+
+
+# ------------------------------------------------------------------------ training
+def train_and_predict(method, report, sizes, data, epochs, batch_size, history_length):
+    """Trains the BENCH_RANKER with `method`'s watch head; returns {estimate: pred} (+ quantiles)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from models import heads as H
+    from models.run_fn import build_ranker, fit_ranker
+    from pipeline import configs
+
+    ranker = os.environ.get("BENCH_RANKER", "baseline")
+    keras.backend.clear_session()
+    tf.random.set_seed(0)
+    hp = {"embedding_dim": configs.EMBEDDING_DIM, "oov_buckets": configs.VOCAB_OOV_BUCKETS,
+          "learning_rate": configs.LEARNING_RATE, "loss_weight_click": configs.LOSS_WEIGHT_CLICK,
+          "loss_weight_watch": configs.LOSS_WEIGHT_WATCH, "loss_weight_cread": configs.LOSS_WEIGHT_CREAD,
+          "loss_weight_cqe": configs.LOSS_WEIGHT_CQE,
+          "hidden_units": configs.HIDDEN_UNITS, "ranker_params": configs.RANKER_PARAMS.get(ranker, {}),
+          "cread": dict(configs.CREAD), "cqe": dict(configs.CQE), "ranking_score": "click_prob"}
+    heads, thresholds = None, None
+    if method == "wlr":
+        heads = [H.ClickHead(), WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
+                 H.RankingScoreHead("click_prob")]
+    elif method.startswith("cread"):
+        hp["watch_head"] = "cread"
+        thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
+                      "cread_equal_width": _candidate(report, "equal_width"),
+                      "cread_ead": report.thresholds}[method]
+    else:
+        hp["watch_head"] = method
+    model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds)
+    train_x, train_y, val_x, val_y, eval_x = data
+
+    def labels(y):
+        out = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
+        if "wlr_logit" in model.output_names:
+            out["wlr_logit"] = y["watch_time_s"]
+        return out
+
+    train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_y)))
+                .shuffle(len(train_y["click_prob"]), seed=0).batch(batch_size).prefetch(2))
+    val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_y))).batch(4096)
+    t0 = time.time()
+    fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
+    pred = model.predict(eval_x, batch_size=4096, verbose=0)
+    out = {"train_seconds": time.time() - t0}
+    if method == "cqe":
+        out["cqe_cde"] = pred["cde"].reshape(-1)
+        out["cqe_cse"] = pred["cse"].reshape(-1)
+        out["quantiles"] = pred["quantiles"]
+    else:
+        out[method] = pred["watch_time_s"].reshape(-1)
+    return out
+
+
+def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
+                     tag, truth=None):
+    """Records of every method on one data set (truth: optional simulator ground truth)."""
+    from models import cqe, metrics
+    from pipeline import configs
+
+    y = eval_y["watch_time_s"].reshape(-1).astype(np.float64)
+    taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
+    records = []
+    for method in methods:
+        res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length)
+        for name, pred in res.items():
+            if name in ("train_seconds", "quantiles"):
+                continue
+            pred = np.asarray(pred, np.float64)
+            rec = {"method": name, "mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
+                   "coverage_error": None, "mean_prediction": round(float(pred.mean()), 4),
+                   "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1)}
+            if "quantiles" in res:
+                rec["coverage_error"] = round(coverage_error(y, res["quantiles"], taus), 5)
+            if truth is not None:
+                rec["mae_vs_true_mean"] = round(float(np.mean(np.abs(pred - truth["mean"]))), 4)
+                if "quantiles" in res:
+                    rec["quantile_mae_vs_truth"] = {
+                        str(t): round(float(np.mean(np.abs(cqe.interpolate_quantile(res["quantiles"], t, taus)
+                                                           - truth["q"][:, i]))), 4)
+                        for i, t in enumerate(SIM_TRUTH_TAUS)}
+            records.append(rec)
+            print(f"[bench-watchtime] {tag} " + json.dumps(rec), flush=True)
+    return records
+
+
+def prepare(logs, work, train_days, eval_days, history_length):
+    """Transform once (cached) -> tft_output, EAD report, data tuple, eval labels, eval keys."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    from models import ead
+    from models.run_fn import vocab_sizes
+
+    examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
+    tft_output = tft.TFTransformOutput(transform_dir)
+    with tf.io.gfile.GFile(tft_output.vocabulary_file_by_name("ead_thresholds")) as f:
+        report = ead.EadResult.from_json(f.read())
+    train_all, train_labels, train_dates, _, _ = load_split(examples_dir, "train", tft_output, history_length)
+    eval_x, eval_y, _, _, _ = load_split(examples_dir, "eval", tft_output, history_length)
+    is_val = train_dates == train_days[-1]
+    train_x, train_y = _subset(train_all, train_labels, ~is_val)
+    val_x, val_y = _subset(train_all, train_labels, is_val)
+    info = {"logs": os.path.abspath(logs), "train_days": train_days[:-1], "validation_day": train_days[-1],
+            "eval_days": eval_days, "train_examples": int((~is_val).sum()),
+            "validation_examples": int(is_val.sum()), "eval_examples": int(eval_y["click_prob"].size)}
+    return (vocab_sizes(tft_output), report, (train_x, train_y, val_x, val_y, eval_x), eval_y,
+            eval_keys(examples_dir), info)
+
+
+def eval_keys(examples_dir):
+    """(user_id, video_id, time_ms) of the eval examples, in load_split's order."""
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(examples_dir, "Split-eval", "*")))
+    spec = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("user_id", "video_id", "time_ms")}
+    cols = {k: [] for k in spec}
+    for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096):
+        parsed = tf.io.parse_example(records, spec)
+        for k in spec:
+            cols[k].append(parsed[k].numpy())
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def restoration_bias_on_simulator(report, n=20000, seed=0) -> dict:
+    """Both restoration rules fed the simulator's TRUE survival S(t_m) at each threshold
+    set (EAD / equal frequency / equal width): bias vs E[y] and vs E[min(y, T_max)]."""
+    from data import simulator as S
+    from models import cread
+
+    p = S.SimParams()
+    rng = np.random.default_rng(seed)
+    dur = np.clip(p.duration_median_s * np.exp(p.duration_sigma * rng.standard_normal(n)),
+                  p.duration_min_s, p.duration_max_s)
+    wp = S.WatchParams.from_affinity(rng.standard_normal(n), dur, p)
+    col = S.WatchParams(**{k: np.asarray(getattr(wp, k))[:, None] for k in
+                           ("p_click", "p_early", "p_complete", "frac_loc", "duration_s")})
+    ey = S.expected_watch_time(wp, p)
+    out = {}
+    for name, t in (("ead", report.thresholds), ("equal_frequency", _candidate(report, "alpha=0")),
+                    ("equal_width", _candidate(report, "equal_width"))):
+        t = np.asarray(t, np.float64)
+        surv = 1.0 - S.watch_time_cdf(t[None, :], col, p)
+        grid = np.linspace(0.0, t[-1], 4001)
+        ey_capped = np.trapz(1.0 - S.watch_time_cdf(grid[None, :], col, p), grid, axis=1)
+        out[name] = {"vs_mean": cread.restoration_bias(surv, t, ey),
+                     "vs_capped_mean": cread.restoration_bias(surv, t, ey_capped)}
+    return out
+
+
+def main() -> int:
+    from pipeline import configs
+
+    _beam_deep_copy_compat()
+    logs = os.environ.get("LOGS") or DEFAULT_LOGS
+    methods = [m.strip() for m in (os.environ.get("BENCH_METHODS") or ",".join(METHODS)).split(",") if m.strip()]
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown BENCH_METHODS {sorted(unknown)}; known: {METHODS}")
+    epochs = int(os.environ.get("BENCH_EPOCHS", "1"))
+    batch_size = int(os.environ.get("BENCH_BATCH_SIZE", "256"))
+    work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_watchtime")
+    out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "watchtime.json")
+    h = configs.HISTORY_LENGTH
+    result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
+              "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS)}
+
+    def write():
+        os.makedirs(os.path.dirname(out_path), exist_ok=True)
+        with open(out_path + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+        os.replace(out_path + ".tmp", out_path)  # atomic
+
+    t0 = time.time()
+    if glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
+        train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502")
+        eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504")
+        sizes, report, data, eval_y, _, info = prepare(logs, os.path.join(work, "real"), train_days, eval_days, h)
+        result["real"] = {"data": info, "ead": ead_block(report), "methods": []}
+        result["real"]["methods"] = evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size,
+                                                     h, "real")
+        write()
+    else:
+        print(f"[bench-watchtime] no logs in {logs}: real-data block skipped", file=sys.stderr)
+
+    if os.environ.get("BENCH_SIM", "1") != "0":
+        import pandas as pd
+
+        from data.simulator import TRUTH_FILE, simulate
+
+        sim_logs = os.path.join(work, "sim_logs")
+        n_days = int(os.environ.get("BENCH_SIM_DAYS", "6"))
+        if not os.path.exists(os.path.join(sim_logs, TRUTH_FILE)):
+            simulate(sim_logs, num_users=int(os.environ.get("BENCH_SIM_USERS", "400")),
+                     num_videos=int(os.environ.get("BENCH_SIM_VIDEOS", "300")), num_days=n_days,
+                     impressions_per_user_day=8.0, seed=11)
+        log = pd.read_csv(sorted(glob.glob(os.path.join(sim_logs, configs.LOG_FILE_PATTERN)))[0],
+                          usecols=["date"])
+        days = sorted(int(d) for d in log["date"].unique())
+        sizes, report, data, eval_y, keys, info = prepare(sim_logs, os.path.join(work, "sim"), days[:-2],
+                                                          days[-2:], h)
+        truth = pd.read_csv(os.path.join(sim_logs, TRUTH_FILE))
+        order = pd.DataFrame(keys).merge(truth, on=["user_id", "video_id", "time_ms"], how="left")
+        if order["expected_watch_time_s"].isna().any():
+            raise RuntimeError("simulator truth does not cover every eval example")
+        qcols = [c for c in truth.columns if c.startswith("q") and c.endswith("_s")]
+        sim_truth = {"mean": order["expected_watch_time_s"].to_numpy(), "q": order[qcols].to_numpy()}
+        result["simulator"] = {"data": info, "ead": ead_block(report),
+                               "restoration_bias_true_survival": restoration_bias_on_simulator(report),
+                               "methods": evaluate_methods(methods, report, sizes, data, eval_y, epochs,
+                                                           batch_size, h, "sim", truth=sim_truth)}
+        write()
+
+    for block in ("real", "simulator"):
+        if block not in result:
+            continue
+        print(f"\n[{block}] {'method':<24}{'mae':>9}{'xauc':>8}{'cov_err':>9}"
+              + (f"{'mae_vs_E':>10}" if block == "simulator" else ""))
+        for r in result[block]["methods"]:
+            cov = "-" if r["coverage_error"] is None else f"{r['coverage_error']:.4f}"
+            print(f"{'':>{len(block) + 3}}{r['method']:<24}{r['mae']:>9.3f}{r['xauc']:>8.4f}{cov:>9}"
+                  + (f"{r['mae_vs_true_mean']:>10.3f}" if block == "simulator" else ""))
+    print(f"[bench-watchtime] wrote {out_path} ({time.time() - t0:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
