@@ -94,8 +94,11 @@ LOSS_WEIGHT_CQE = 0.01  # ~1/N: the mean pinball loss over the quantiles
 # restoration or CQE's CDE accordingly.
 WATCH_HEAD = os.environ.get("WATCH_HEAD", "regression")
 # CREAD loss λ_ce·ΣBCE + λ_restore·Huber_δ(ŷ − y) + λ_ord·Σ max(φ_{m+1} − φ_m, 0) and the
-# restoration rule: "trapezoid" measured less biased than CREAD eq. 4's Riemann sum
-# on the simulator truth (bench/bench_watchtime.py, `restoration_bias`).
+# restoration rule: "trapezoid" is the default because it is less biased than CREAD
+# eq. 4's Riemann sum when both get the simulator's TRUE survival at the EAD thresholds
+# (bench/bench_watchtime.py restoration_bias_true_survival, 20k impressions): mean
+# bias vs E[y] -0.84 s (trapezoid) vs -2.80 s (riemann); vs E[min(y, T_max)], the pure
+# discretization error, +0.16 s vs -1.80 s.
 CREAD = {
     "lambda_ce": 1.0,
     "lambda_restore": 0.1,
