@@ -15,7 +15,7 @@ from tfx_bsl.public import tfxio
 import local_runner
 from models import features as F
 from models.preprocessing import preprocessing_fn
-from models.run_fn import RANKERS, run_fn
+from models.run_fn import run_fn
 from pipeline import configs
 from tests.ranker_utils import raw_batch, raw_rows
 
@@ -58,8 +58,11 @@ def _fn_args(files, transform_dir, tmp_path, **config):
                   train_steps=4, eval_steps=1, custom_config=custom_config, data_accessor=_data_accessor())
 
 
-@pytest.mark.parametrize("model_type", sorted(RANKERS))
-def test_run_fn_trains_and_exports_every_model_type(model_type, transformed_files, tmp_path):
+# Every ranker's export/reload is covered by tests/test_rankers.py; here run_fn itself
+# (TFX FnArgs, DataAccessor, strategy, BackupAndRestore) runs on a linear and a
+# sequence ranker, which keeps the suite inside its time budget.
+@pytest.mark.parametrize("model_type", ["lr", "bst"])
+def test_run_fn_trains_and_exports(model_type, transformed_files, tmp_path):
     files, transform_dir, rows = transformed_files
     fn_args = _fn_args(files, transform_dir, tmp_path, model_type=model_type,
                        ranker_params=configs.RANKER_PARAMS[model_type])
