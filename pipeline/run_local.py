@@ -92,7 +92,6 @@ def main(argv=None) -> int:
             print(f"  user {f['user_id'].int64_list.value[0]:>6} video {f['video_id'].int64_list.value[0]:>6}: "
                   f"predicted {json.dumps(shown)}  logged {json.dumps(actual)}")
         print(f"\n[make run] pushed models: {configs.SERVING_MODEL_DIR}")
-        print(f"[make run] report:        {report}")
         print(f"[make run] TensorBoard:   {os.path.join(os.path.dirname(sys.executable), 'tensorboard')} "
               f"--logdir {configs.PIPELINE_ROOT}   (training curves + model_analysis/* per slice)")
     finally:

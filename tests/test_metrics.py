@@ -72,16 +72,7 @@ def test_gauc_vs_manual_loop():
     single = users == users[0]
     y[single] = 1.0  # a user with one class
     users[-1] = 10 ** 9  # a user with a single impression
-    num = den = 0.0
-    used = skipped = 0
-    for u in np.unique(users):
-        m = users == u
-        if np.unique(y[m]).size < 2:
-            skipped += 1
-            continue
-        used += 1
-        num += m.sum() * _brute_auc(y[m], p[m])
-        den += m.sum()
+    num, den, used, skipped = _brute_grouped(users, y, p, _brute_auc)
     g = metrics.gauc(users, y, p)
     assert g["gauc"] == pytest.approx(num / den, abs=1e-12)
     assert (g["num_users_used"], g["num_users_skipped"], g["num_impressions_used"]) == (
@@ -167,15 +158,7 @@ def test_xgauc_vs_manual_loop():
     p = rng.integers(0, 4, n) / 3.0
     y[users == users[0]] = 2.0  # a user with one label value
     users[-1] = 999  # single impression
-    num = den = used = skipped = 0
-    for u in np.unique(users):
-        m = users == u
-        if np.unique(y[m]).size < 2:
-            skipped += 1
-            continue
-        used += 1
-        num += m.sum() * _brute_xauc(y[m], p[m])
-        den += m.sum()
+    num, den, used, skipped = _brute_grouped(users, y, p, _brute_xauc)
     r = metrics.xgauc(users, y, p)
     assert r["xgauc"] == pytest.approx(num / den, abs=1e-12)
     assert (r["num_users_used"], r["num_users_skipped"], r["num_impressions_used"]) == (
@@ -249,3 +232,18 @@ def test_ne_rmse_calibration_hand_values():
     assert metrics.rmse([1, 2, 3], [1, 4, 3]) == pytest.approx(np.sqrt(4 / 3))
     assert metrics.calibration(y, p) == pytest.approx(2.2 / 2)
     assert metrics.binary_entropy(0.0) == 0.0
+
+
+def _brute_grouped(users, y, p, per_user):
+    """Impression-weighted per-user metric by a plain loop; single-class users skipped."""
+    num = den = 0.0
+    used = skipped = 0
+    for u in np.unique(users):
+        m = users == u
+        if np.unique(y[m]).size < 2:
+            skipped += 1
+            continue
+        used += 1
+        num += m.sum() * per_user(y[m], p[m])
+        den += m.sum()
+    return num, den, used, skipped
