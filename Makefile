@@ -11,7 +11,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup chromium run test test-fast bench-rankers bench-watchtime clean
+.PHONY: setup chromium run test test-fast bench-rankers bench-watchtime bench-pipeline clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -56,6 +56,11 @@ bench-rankers: setup
 # -> bench/results/watchtime.json (see bench/bench_watchtime.py)
 bench-watchtime: setup
 	LOGS="$(LOGS)" $(PY) -m bench.bench_watchtime
+
+# Every ranker x watch head through the whole pipeline (Trainer -> Evaluator -> Pusher -> REST)
+# on LOGS (default: simulated) -> bench/results/pipeline_matrix_<sim|real>.json
+bench-pipeline: setup
+	$(PY) -m bench.bench_pipeline_matrix $(if $(LOGS),--logs $(LOGS))
 
 clean:
 	rm -rf $(OUT) data/generated tfx_home

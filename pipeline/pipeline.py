@@ -99,12 +99,17 @@ def create_pipeline(
     train_steps: Optional[int] = None,
     eval_steps: Optional[int] = None,
     enable_cache: bool = False,
+    compare_to_blessed: bool = True,
 ) -> tfx.dsl.Pipeline:
     """Builds the TFX pipeline (see module docstring).
 
     `enable_cache`: reuse a component's outputs from MLMD when it already ran with the
     same inputs and parameters (e.g. a second run with another trainer config reuses
     LogExampleGen and Transform).
+    `compare_to_blessed`: gate against the latest blessed model (production). False
+    drops the Resolver, so only the absolute bounds decide: for comparing models of
+    different rankers/heads side by side (bench/bench_pipeline_matrix.py), where the
+    latest blessed model is another configuration, not a predecessor.
     """
     example_gen = LogExampleGen(
         input_base=data_path,
@@ -142,7 +147,7 @@ def create_pipeline(
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        baseline_model=model_resolver.outputs["model"],
+        baseline_model=model_resolver.outputs["model"] if compare_to_blessed else None,
         eval_config=eval_config(eval_gates, eval_slice_features,
                                 watch_head=trainer_config.get("watch_head", "regression"),
                                 num_quantiles=int((trainer_config.get("cqe") or {}).get("num_quantiles", 100))),
@@ -167,7 +172,7 @@ def create_pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                    trainer, model_resolver, evaluator, pusher, model_report],
+                    trainer] + ([model_resolver] if compare_to_blessed else []) + [evaluator, pusher, model_report],
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],
