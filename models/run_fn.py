@@ -4,7 +4,9 @@ The ranker is chosen by `model_type` in the Trainer custom_config
 (pipeline/configs.py MODEL_TYPE): "lr", "baseline", "xdeepfm", "din" or "bst"
 (`RANKERS`); its hyperparameters come in `ranker_params`. Training runs under the
 tf.distribute strategy named by `strategy` (models/strategies.py), with
-BackupAndRestore checkpoints under `<model_run_dir>/backup`.
+BackupAndRestore checkpoints under `<model_run_dir>/backup`. TensorBoard logs go to
+`<model_run_dir>`: Keras' per-head losses and metrics, and the learning rate,
+attention-weight and quantile-spread diagnostics (models/training_diagnostics.py).
 
 The exported SavedModel carries the transform graph and two signatures
 (`serving_signatures`, also used by the tests and the benchmark):
@@ -41,6 +43,7 @@ import tf_keras as keras  # noqa: E402
 
 from models import features as F  # noqa: E402
 from models import strategies  # noqa: E402
+from models import training_diagnostics  # noqa: E402
 from models.baseline import build_baseline, build_logistic_regression  # noqa: E402
 from models.bst import build_bst  # noqa: E402
 from models.din import build_din  # noqa: E402
@@ -293,6 +296,9 @@ def run_fn(fn_args):
     run_dir = strategies.write_dir(fn_args.model_run_dir)
     callbacks = [keras.callbacks.TensorBoard(log_dir=run_dir, update_freq="epoch"),
                  keras.callbacks.BackupAndRestore(backup_dir=os.path.join(fn_args.model_run_dir, "backup"))]
+    if validation is not None:  # learning rate, attention weights, quantile spread on a fixed batch
+        probe_features, _ = next(iter(validation))
+        callbacks.append(training_diagnostics.TrainingDiagnostics(run_dir, probe_features))
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
     tf.io.gfile.makedirs(run_dir)

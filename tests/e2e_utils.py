@@ -197,7 +197,7 @@ def check_report_and_tensorboard(output_dir: str, screenshot_name: str, tmp_dir:
 
     root = configs.output_paths(output_dir)["pipeline_root"]
     tags = tensorboard_tags(root)  # what `tensorboard --logdir <pipeline root>` shows
-    assert "epoch_loss" in tags, sorted(tags)[:50]  # Trainer: keras TensorBoard callback
+    assert {"epoch_loss", "epoch_click_prob_loss", "learning_rate"} <= tags, sorted(tags)[:50]  # Trainer
     assert {"model_analysis/overall/click_prob/auc", "model_analysis/overall/watch_time_s/xauc",
             "model_analysis/overall/watch_time_s/mean_absolute_error", "model_analysis/blessed"} <= tags
     for feature in configs.EVAL_SLICE_FEATURES:

@@ -77,6 +77,13 @@ def test_run_fn_trains_and_exports(model_type, transformed_files, tmp_path):
     out = loaded.signatures["serving_default"](**raw)
     assert out["click_prob"].shape == (7, 1) and out["watch_time_s"].shape == (7, 1)
     assert np.all((out["click_prob"].numpy() > 0) & (out["click_prob"].numpy() < 1))
+    # TensorBoard: per-head curves (Keras) and the diagnostics (models/training_diagnostics.py)
+    from tests.e2e_utils import tensorboard_tags
+
+    tags = tensorboard_tags(fn_args.model_run_dir)
+    assert {"epoch_loss", "epoch_click_prob_loss", "epoch_watch_time_s_loss", "learning_rate"} <= tags, tags
+    if model_type == "bst":
+        assert {"attention/transformer_0/weights", "attention/transformer_0/max_weight"} <= tags, tags
     # BackupAndRestore cleans its backup after a finished run
     assert not os.path.exists(os.path.join(fn_args.model_run_dir, "backup", "chief"))
 
@@ -112,6 +119,9 @@ def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files
     assert history["ead_thresholds"] == asset.thresholds
     assert asset.thresholds == ead_thresholds_from_transform_output(tft.TFTransformOutput(transform_dir))
     assert {"val_cread_logits_loss", "val_quantiles_loss", "val_watch_time_s_mae"} <= set(history["history"])
+    from tests.e2e_utils import tensorboard_tags
+
+    assert {"quantiles/spread", "quantiles/spread_mean", "cread/survival"} <= tensorboard_tags(fn_args.model_run_dir)
     loaded = tf.saved_model.load(fn_args.serving_model_dir)
     assert {"serving_default", "serving_examples", "serving_dqc"} <= set(loaded.signatures)
     raw = {k: tf.constant(v) for k, v in raw_batch(rows[:7], L).items()}
