@@ -53,6 +53,7 @@ def configured_args() -> dict:
         train_days=configs.TRAIN_DAYS,
         eval_days=configs.EVAL_DAYS,
         eval_last_n_days=configs.EVAL_LAST_N_DAYS,
+        validation_last_n_days=configs.VALIDATION_LAST_N_TRAIN_DAYS,
         max_bad_row_fraction=configs.MAX_BAD_ROW_FRACTION,
         trainer_config=trainer_config(),
         eval_gates=configs.EVAL_GATES,

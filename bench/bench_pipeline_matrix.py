@@ -35,7 +35,7 @@ HEADS = "regression,cread,cqe,cread+cqe"
 # (output, metric) pairs of the overall slice shown in the table (models/tfma_metrics.py names)
 TABLE_METRICS = [
     ("click_prob", "auc"), ("click_prob", "gauc"), ("click_prob", "gauc_num_users_used"),
-    ("click_prob", "normalized_entropy"), ("watch_time_s", "xauc"), ("watch_time_s", "mean_absolute_error"),
+    ("click_prob", "normalized_entropy"), ("ranking_score", "ndcg_watch@10"), ("watch_time_s", "xauc"), ("watch_time_s", "mean_absolute_error"),
     ("watch_time_s", "rmse"), ("quantiles", "mean_coverage_error"),
 ]
 

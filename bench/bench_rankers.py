@@ -7,8 +7,9 @@
    (local_runner.build(...) with the train/eval days; the other components dropped).
    Transform analyses the train split.
 2. Applies the transform graph to the raw examples (so each row keeps its date and
-   raw user id): train = train days but the last, validation = the last train day,
-   eval = the eval days. Eval days are never used for model selection.
+   raw user id) of LogExampleGen's splits: train = the train days but the last,
+   validation = the last train day (VALIDATION_LAST_N_TRAIN_DAYS), eval = the eval
+   days. Eval days are never used for model selection.
 3. Per model (BENCH_MODELS, default lr,baseline,xdeepfm,din,bst; hyperparameters from
    pipeline/configs.py): builds it with run_fn.build_ranker, trains with
    run_fn.fit_ranker (up to BENCH_EPOCHS, validation click AUC each epoch, best epoch's
@@ -73,7 +74,8 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
     from pipeline import configs
 
     stamp = os.path.join(work, "bench_days.json")
-    key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days}
+    key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
+           "splits": "train,validation,eval"}
     root = configs.output_paths(work)["pipeline_root"]
     if os.path.exists(stamp) and json.load(open(stamp)) == key:
         try:
@@ -129,8 +131,19 @@ def load_split(examples_dir, split, tft_output, history_length, batch=4096):
     return data, labels, np.concatenate(dates), np.concatenate(users), serialized
 
 
-def _subset(data, labels, keep):
-    return {k: v[keep] for k, v in data.items()}, {k: v[keep] for k, v in labels.items()}
+def load_splits(examples_dir, tft_output, history_length):
+    """The pipeline's train / validation / eval splits (LogExampleGen: validation = the
+    last train day(s)) -> ((train_x, train_y, val_x, val_y), eval split as load_split
+    returns it, info)."""
+    train_x, train_y, train_dates, _, _ = load_split(examples_dir, "train", tft_output, history_length)
+    val_x, val_y, val_dates, _, _ = load_split(examples_dir, "validation", tft_output, history_length)
+    eval_split = load_split(examples_dir, "eval", tft_output, history_length)
+    eval_y = eval_split[1]
+    info = {"train_days": sorted({int(d) for d in train_dates}),
+            "validation_days": sorted({int(d) for d in val_dates}),
+            "train_examples": int(train_y["click_prob"].size), "validation_examples": int(val_y["click_prob"].size),
+            "eval_examples": int(eval_y["click_prob"].size)}
+    return (train_x, train_y, val_x, val_y), eval_split, info
 
 
 class _TrainTimer:
@@ -198,23 +211,13 @@ def main() -> int:
     work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_rankers")
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "rankers.json")
     history_length = configs.HISTORY_LENGTH
-    validation_day = train_days[-1]
 
     t0 = time.time()
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
-    train_all, train_labels, train_dates, _, _ = load_split(examples_dir, "train", tft_output, history_length)
-    eval_x, eval_y, _, eval_users, serialized = load_split(examples_dir, "eval", tft_output, history_length)
-    is_val = train_dates == validation_day
-    train_x, train_y = _subset(train_all, train_labels, ~is_val)
-    val_x, val_y = _subset(train_all, train_labels, is_val)
-    del train_all, train_labels
-    data_info = {
-        "logs": os.path.abspath(logs), "train_days": [d for d in train_days if d != validation_day],
-        "validation_day": validation_day, "eval_days": eval_days,
-        "train_examples": int((~is_val).sum()), "validation_examples": int(is_val.sum()),
-        "eval_examples": int(eval_y["click_prob"].size), "history_length": history_length,
-    }
+    (train_x, train_y, val_x, val_y), eval_split, info = load_splits(examples_dir, tft_output, history_length)
+    eval_x, eval_y, _, eval_users, serialized = eval_split
+    data_info = dict(info, logs=os.path.abspath(logs), eval_days=eval_days, history_length=history_length)
     print(f"[bench-rankers] data ready in {time.time() - t0:.0f}s: {json.dumps(data_info)}", flush=True)
 
     sizes = vocab_sizes(tft_output)

@@ -31,7 +31,7 @@ Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_RANKER, BENCH_EPOCHS (1), BENCH_BATCH_SI
 BENCH_SIM_USERS/VIDEOS/DAYS (400/300/6), BENCH_SIM_EPOCHS (5: the simulated data
 are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL (0:
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
-BENCH_OUT (bench/results/watchtime.json).
+BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE).
 """
 import os
 
@@ -44,7 +44,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench.bench_rankers import (DEFAULT_LOGS, ROOT, _subset, load_split, parse_days,  # noqa: E402
+from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits, parse_days,  # noqa: E402
                                  run_example_gen_and_transform)
 
 METHODS = ("regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe")
@@ -127,7 +127,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     hp = {"embedding_dim": configs.EMBEDDING_DIM, "oov_buckets": configs.VOCAB_OOV_BUCKETS,
           "learning_rate": configs.LEARNING_RATE, "loss_weight_click": configs.LOSS_WEIGHT_CLICK,
           "loss_weight_watch": configs.LOSS_WEIGHT_WATCH, "loss_weight_cread": configs.LOSS_WEIGHT_CREAD,
-          "loss_weight_cqe": configs.LOSS_WEIGHT_CQE,
+          "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
           "hidden_units": configs.HIDDEN_UNITS, "ranker_params": configs.RANKER_PARAMS.get(ranker, {}),
           "cread": dict(configs.CREAD), "cqe": dict(configs.CQE), "ranking_score": "click_prob"}
     heads, thresholds = None, None
@@ -210,14 +210,9 @@ def prepare(logs, work, train_days, eval_days, history_length):
     tft_output = tft.TFTransformOutput(transform_dir)
     with tf.io.gfile.GFile(tft_output.vocabulary_file_by_name("ead_thresholds")) as f:
         report = ead.EadResult.from_json(f.read())
-    train_all, train_labels, train_dates, _, _ = load_split(examples_dir, "train", tft_output, history_length)
-    eval_x, eval_y, _, _, _ = load_split(examples_dir, "eval", tft_output, history_length)
-    is_val = train_dates == train_days[-1]
-    train_x, train_y = _subset(train_all, train_labels, ~is_val)
-    val_x, val_y = _subset(train_all, train_labels, is_val)
-    info = {"logs": os.path.abspath(logs), "train_days": train_days[:-1], "validation_day": train_days[-1],
-            "eval_days": eval_days, "train_examples": int((~is_val).sum()),
-            "validation_examples": int(is_val.sum()), "eval_examples": int(eval_y["click_prob"].size)}
+    (train_x, train_y, val_x, val_y), (eval_x, eval_y, _, _, _), info = load_splits(
+        examples_dir, tft_output, history_length)
+    info = dict(info, logs=os.path.abspath(logs), eval_days=eval_days)
     return (vocab_sizes(tft_output), report, (train_x, train_y, val_x, val_y, eval_x), eval_y,
             eval_keys(examples_dir), info)
 
@@ -276,6 +271,7 @@ def main() -> int:
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "watchtime.json")
     h = configs.HISTORY_LENGTH
     result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
+              "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
               "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS)}
 
     def write():

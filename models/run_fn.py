@@ -134,7 +134,7 @@ def shuffle_labels(dataset, seed: int):
     """Diagnostic only (custom_config `shuffle_labels_seed`): permutes the labels of each
     (features, labels) batch, one permutation shared by every label, so the features no
     longer predict them while their joint distribution is unchanged. Trains a
-    deliberately degraded candidate (tests/test_gating.py); never set it in production."""
+    deliberately degraded candidate (tests/test_e2e_pipeline.py, gating); never set it in production."""
     def permute(features, labels):
         n = tf.shape(next(iter(labels.values())))[0]
         perm = tf.random.shuffle(tf.range(n), seed=seed)
@@ -288,6 +288,8 @@ def run_fn(fn_args):
         train_data = train_dataset()
         if fn_args.train_steps:
             train_data = train_data.repeat().take(fn_args.train_steps)
+        # fn_args.eval_files: the pipeline's "validation" split (the last train day), never the
+        # eval days the Evaluator scores (pipeline.py EvalArgs)
         validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
                               label_keys=label_keys)
         if fn_args.eval_steps:

@@ -49,10 +49,14 @@ HISTORY_LENGTH = 50  # L: fixed length of every behaviour history (padded)
 # earlier impression, whatever its outcome; outcomes are features of the history).
 HISTORY_MIN_WATCH_S = 0.0
 # Time split by log date (yyyymmdd). Empty lists: the last EVAL_LAST_N_DAYS days are
-# eval, every earlier day is train. Days in neither list feed histories only.
+# eval, every earlier day is train (its last VALIDATION_LAST_N_TRAIN_DAYS: validation). Days in neither list feed histories only.
 TRAIN_DAYS = [int(d) for d in os.environ.get("TRAIN_DAYS_LIST", "").split(",") if d]
 EVAL_DAYS = [int(d) for d in os.environ.get("EVAL_DAYS_LIST", "").split(",") if d]
 EVAL_LAST_N_DAYS = 2
+# The last N train days form the validation split: the Trainer validates every epoch
+# on it and keeps the best epoch (DESIGN.md section 6); Transform analyses the
+# remaining train days only, the Evaluator scores the eval days.
+VALIDATION_LAST_N_TRAIN_DAYS = 1
 MAX_BAD_ROW_FRACTION = 0.01  # the run fails above this share of bad log rows
 
 # ---------------------------------------------------------------- Transform

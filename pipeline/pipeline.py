@@ -95,6 +95,7 @@ def create_pipeline(
     eval_gates: dict,
     eval_slice_features: List[str],
     metadata_connection_config=None,
+    validation_last_n_days: int = 1,
     beam_pipeline_args: Optional[List[str]] = None,
     train_steps: Optional[int] = None,
     eval_steps: Optional[int] = None,
@@ -111,6 +112,9 @@ def create_pipeline(
     different rankers/heads side by side (bench/bench_pipeline_matrix.py), where the
     latest blessed model is another configuration, not a predecessor.
     """
+    if validation_last_n_days < 1:
+        raise ValueError(f"validation_last_n_days must be >= 1: the Trainer validates every epoch on the "
+                         f"last train day(s), got {validation_last_n_days}")
     example_gen = LogExampleGen(
         input_base=data_path,
         history_length=history_length,
@@ -118,6 +122,7 @@ def create_pipeline(
         train_days=",".join(str(d) for d in train_days),
         eval_days=",".join(str(d) for d in eval_days),
         eval_last_n_days=eval_last_n_days,
+        validation_last_n_days=validation_last_n_days,
         max_bad_row_fraction=max_bad_row_fraction,
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
@@ -128,15 +133,15 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="models.preprocessing.preprocessing_fn",
-        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
+        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "validation", "eval"]),
     )
     trainer = tfx.components.Trainer(
         run_fn="models.run_fn.run_fn",
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(num_steps=train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
+        train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
+        eval_args=tfx.proto.EvalArgs(splits=["validation"], num_steps=eval_steps),  # epoch selection
         custom_config=dict(trainer_config, history_length=history_length),
     )
     model_resolver = tfx.dsl.Resolver(

@@ -242,11 +242,17 @@ def test_time_split_rules():
     assert T.assign_splits(dates, [D2], [D3], 2) == {D1: None, D2: "train", D3: "eval"}
     assert T.assign_splits(dates, [], [D3], 2) == {D1: "train", D2: "train", D3: "eval"}
     assert T.assign_splits(dates, [D1], [], 2) == {D1: "train", D2: "eval", D3: "eval"}
+    # the last n train dates present in the logs become validation
+    assert T.assign_splits(dates, [], [], 1, 1) == {D1: "train", D2: "validation", D3: "eval"}
+    assert T.assign_splits(dates, [D1, D2, 20220430], [D3], 2, 1) == {D1: "train", D2: "validation", D3: "eval"}
+    assert T.assign_splits(dates, [], [], 1, 2) == {D1: "validation", D2: "validation", D3: "eval"}
     assert T.parse_days(" 20220425,20220426 ,") == [D1, D2]
     with pytest.raises(ValueError, match="both"):
         T.assign_splits(dates, [D2], [D2], 1)
     with pytest.raises(ValueError, match="yyyymmdd"):
         T.parse_days("2022-04-25")
+    with pytest.raises(ValueError, match="validation_last_n_days must be >= 0"):
+        T.assign_splits(dates, [], [], 1, -1)
 
 
 # ---------------------------------------------------------------- Beam run on fixtures
@@ -257,7 +263,7 @@ def fixture_run(tmp_path_factory):
     where = write_inputs(os.path.join(tmp, "input"))
     examples, dead_letter, pipeline = run_component(
         tmp, os.path.join(tmp, "input"), history_length=3, train_days=f"{D2}",
-        eval_days=f"{D3}", max_bad_row_fraction=1.0)
+        eval_days=f"{D3}", validation_last_n_days=0, max_bad_row_fraction=1.0)
     return dict(tmp=tmp, where=where, examples=examples, dead_letter=dead_letter,
                 pipeline=pipeline, counts=bp.read_counts(dead_letter.uri))
 
@@ -284,8 +290,8 @@ def test_dead_letter_counts_and_counters_agree(fixture_run):
     assert counts["good_rows"] == len(GOOD) and counts["bad_rows"] == len(BAD)
     assert counts["total_rows"] == counts["good_rows"] + counts["bad_rows"] == 17
     assert counts["bad_row_fraction"] == pytest.approx(10 / 17)
-    assert counts["splits"] == {"train": 3, "eval": 3} and counts["history_only_rows"] == 1
-    assert counts["split_dates"] == {"train": [D2], "eval": [D3], "history_only": [D1]}
+    assert counts["splits"] == {"train": 3, "validation": 0, "eval": 3} and counts["history_only_rows"] == 1
+    assert counts["split_dates"] == {"train": [D2], "validation": [], "eval": [D3], "history_only": [D1]}
     assert counts["bad_side_table_rows"] == {"video:non_numeric:video_id": 1}
 
     result = fixture_run["pipeline"].result
@@ -306,7 +312,7 @@ def test_examples_written_with_features_and_leakage_free_histories(fixture_run):
     from tfx.types import artifact_utils
 
     examples = fixture_run["examples"]
-    assert artifact_utils.decode_split_names(examples.split_names) == ["train", "eval"]
+    assert artifact_utils.decode_split_names(examples.split_names) == ["train", "validation", "eval"]
     train = by_key(read_examples(bp.split_uri(examples.uri, "train"), 3))
     evals = by_key(read_examples(bp.split_uri(examples.uri, "eval"), 3))
     # nothing lost: every good row is train, eval or history-only (a)
@@ -348,7 +354,8 @@ def test_bad_fraction_above_bound_fails_with_clear_message(tmp_path):
     write_inputs(str(tmp_path / "input"))
     with pytest.raises(bp.BadRowFractionError) as err:
         run_component(str(tmp_path), str(tmp_path / "input"), history_length=3,
-                      train_days=f"{D2}", eval_days=f"{D3}", max_bad_row_fraction=0.5)
+                      train_days=f"{D2}", eval_days=f"{D3}", validation_last_n_days=0,
+                      max_bad_row_fraction=0.5)
     msg = str(err.value)
     assert "10 of 17" in msg and "0.5882" in msg and "max_bad_row_fraction 0.5" in msg
     assert str(tmp_path / "dead_letter") in msg
@@ -383,11 +390,14 @@ def test_component_under_local_dag_runner(tmp_path):
         [art] = m.store.get_artifacts_by_type("Examples")
         [dl] = m.store.get_artifacts_by_type(DeadLetterRows.TYPE_NAME)
     assert artifact_utils.decode_split_names(art.properties["split_names"].string_value) == [
-        "train", "eval"]
+        "train", "validation", "eval"]
     assert dl.custom_properties["bad_rows"].int_value == 0
+    # default split: eval = last day, validation = the last train day (configs)
     train = by_key(read_examples(os.path.join(art.uri, "Split-train"), 4))
+    validation = by_key(read_examples(os.path.join(art.uri, "Split-validation"), 4))
     evals = by_key(read_examples(os.path.join(art.uri, "Split-eval"), 4))
-    assert set(train) == {key_of(n) for n in "abce"} and set(evals) == {key_of(n) for n in "dfg"}
+    assert set(train) == {key_of("a")} and set(validation) == {key_of(n) for n in "bce"}
+    assert set(evals) == {key_of(n) for n in "dfg"}
     # min watch 1 s: b (0.5 s) is left out of d's history
     d = evals[key_of("d")]
     assert d["hist_video_id"] == [12, 10, -1, -1] and d["hist_len"] == 2
@@ -413,7 +423,9 @@ def test_real_kuairand_subset(tmp_path):
         for path in glob.glob(os.path.join(KUAIRAND_DIR, pattern)):
             os.symlink(path, input_base / os.path.basename(path))
 
-    examples, dead_letter, _ = run_component(str(tmp_path), str(input_base), eval_last_n_days=1)
+    # the first 3000 lines of each file cover two dates: train and eval, no validation day
+    examples, dead_letter, _ = run_component(str(tmp_path), str(input_base), eval_last_n_days=1,
+                                             validation_last_n_days=0)
     counts = bp.read_counts(dead_letter.uri)
     assert counts["bad_rows"] == 0 and counts["total_rows"] == n_rows
     assert counts["splits"]["train"] + counts["splits"]["eval"] == n_rows

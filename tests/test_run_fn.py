@@ -129,3 +129,18 @@ def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files
     assert set(out) == {"click_prob", "watch_time_s", "ranking_score", "quantiles", "cse", "dqc", "cde"}
     assert out["quantiles"].shape == (7, 9)
     assert np.all(out["watch_time_s"].numpy() < asset.thresholds[-1])
+
+
+def test_shuffle_labels_permutes_every_label_together():
+    """The diagnostic that trains the degraded candidate of the e2e gating test."""
+    from models.run_fn import shuffle_labels
+
+    n = 64
+    x = np.arange(n, dtype=np.float32)
+    ds = tf.data.Dataset.from_tensors(({"x": x}, {"click_prob": x * 2, "watch_time_s": x * 3}))
+    features, labels = next(iter(shuffle_labels(ds, seed=1)))
+    click, watch = labels["click_prob"].numpy(), labels["watch_time_s"].numpy()
+    np.testing.assert_array_equal(features["x"].numpy(), x)
+    assert sorted(click) == sorted(x * 2)  # same labels ...
+    np.testing.assert_allclose(watch, click * 1.5)  # ... one permutation for all of them
+    assert np.mean(click != x * 2) > 0.9  # ... detached from their features

@@ -48,6 +48,7 @@ class LogExampleGenConfig:
     train_days: Tuple[int, ...] = ()
     eval_days: Tuple[int, ...] = ()
     eval_last_n_days: int = 2
+    validation_last_n_days: int = 0  # the pipeline passes configs.VALIDATION_LAST_N_TRAIN_DAYS
     log_file_pattern: str = "log_*.csv"
     user_features_pattern: str = "user_features*.csv"
     video_features_pattern: str = "video_features_basic*.csv"
@@ -57,7 +58,8 @@ class LogExampleGenConfig:
             raise ValueError(f"history_length must be >= 1, got {self.history_length}")
         if self.history_min_watch_s < 0:
             raise ValueError(f"history_min_watch_s must be >= 0, got {self.history_min_watch_s}")
-        time_split.validate_split_config(self.train_days, self.eval_days, self.eval_last_n_days)
+        time_split.validate_split_config(self.train_days, self.eval_days, self.eval_last_n_days,
+                                         self.validation_last_n_days)
 
 
 class BadRowFractionError(ValueError):
@@ -252,8 +254,8 @@ class LogsToExamples(beam.PTransform):
     'counts': one counts.json text}.
 
     counts.json: total_rows, good_rows, bad_rows, bad_row_fraction,
-    bad_rows_by_reason, bad_rows_by_kind, splits {train, eval}, history_only_rows,
-    split_dates {train, eval, history_only}, bad_side_table_rows.
+    bad_rows_by_reason, bad_rows_by_kind, splits {train, validation, eval}, history_only_rows,
+    split_dates {train, validation, eval, history_only}, bad_side_table_rows.
     """
 
     def __init__(self, input_base: str, config: LogExampleGenConfig):
@@ -294,7 +296,7 @@ class LogsToExamples(beam.PTransform):
                          | "AllDates" >> beam.combiners.ToList()
                          | "AssignSplits" >> beam.Map(
                              time_split.assign_splits, list(cfg.train_days), list(cfg.eval_days),
-                             cfg.eval_last_n_days))
+                             cfg.eval_last_n_days, cfg.validation_last_n_days))
         split_si = beam.pvalue.AsSingleton(split_of_date)
 
         examples = (parsed.good
@@ -336,7 +338,7 @@ def write_log_examples(pbegin, input_base: str, config: LogExampleGenConfig,
                        examples_uri: str, dead_letter_uri: str) -> None:
     """Applies LogsToExamples and writes the TFX Examples layout + dead-letter dir:
 
-    <examples_uri>/Split-{train,eval}/data_tfrecord-*.gz,
+    <examples_uri>/Split-{train,validation,eval}/data_tfrecord-*.gz,
     <dead_letter_uri>/bad_rows-*.jsonl and <dead_letter_uri>/counts.json.
     """
     out = pbegin | "LogsToExamples" >> LogsToExamples(input_base, config)

@@ -10,7 +10,9 @@ Usage in a pipeline::
         examples=example_gen.outputs["examples"])
 
 Outputs:
-- ``examples`` (standard Examples): ``Split-train`` / ``Split-eval`` gzipped
+- ``examples`` (standard Examples): ``Split-train`` / ``Split-validation`` (the last
+  ``validation_last_n_days`` train days; 0 leaves it empty, which only a pipeline
+  without a Trainer can use) / ``Split-eval`` gzipped
   TFRecords of tf.Examples with the raw features of models/features.py
   (``raw_feature_spec(history_length)`` parses them).
 - ``dead_letter`` (DeadLetterRows): bad rows as JSON lines + ``counts.json``.
@@ -48,6 +50,7 @@ def LogExampleGen(  # pylint: disable=invalid-name
     train_days: Parameter[str] = _days_text(configs.TRAIN_DAYS),
     eval_days: Parameter[str] = _days_text(configs.EVAL_DAYS),
     eval_last_n_days: Parameter[int] = configs.EVAL_LAST_N_DAYS,
+    validation_last_n_days: Parameter[int] = configs.VALIDATION_LAST_N_TRAIN_DAYS,
     max_bad_row_fraction: Parameter[float] = configs.MAX_BAD_ROW_FRACTION,
     log_file_pattern: Parameter[str] = configs.LOG_FILE_PATTERN,
     user_features_pattern: Parameter[str] = configs.USER_FEATURES_PATTERN,
@@ -61,6 +64,7 @@ def LogExampleGen(  # pylint: disable=invalid-name
         train_days=tuple(time_split.parse_days(train_days)),
         eval_days=tuple(time_split.parse_days(eval_days)),
         eval_last_n_days=int(eval_last_n_days),
+        validation_last_n_days=int(validation_last_n_days),
         log_file_pattern=log_file_pattern,
         user_features_pattern=user_features_pattern,
         video_features_pattern=video_features_pattern,
@@ -80,9 +84,10 @@ def LogExampleGen(  # pylint: disable=invalid-name
     dead_letter.set_float_custom_property("bad_row_fraction", counts["bad_row_fraction"])
 
     bp.check_bad_row_fraction(counts, max_bad_row_fraction, dead_letter.uri)
-    empty = [s for s in time_split.SPLIT_NAMES if counts["splits"][s] == 0]
+    empty = [s for s in time_split.SPLIT_NAMES if counts["splits"][s] == 0
+             and not (s == time_split.VALIDATION and int(validation_last_n_days) == 0)]
     if empty:
         raise ValueError(
             f"LogExampleGen: split(s) {empty} are empty; dates assigned: "
             f"{counts['split_dates']} (train_days={train_days!r}, eval_days={eval_days!r}, "
-            f"eval_last_n_days={eval_last_n_days})")
+            f"eval_last_n_days={eval_last_n_days}, validation_last_n_days={validation_last_n_days})")
