@@ -5,7 +5,10 @@
                   -> Evaluator(TFMA, gated vs latest blessed model) -> Pusher
                                                                      -> ModelReport(HTML + TensorBoard)
 
-Every argument is explicit; runners take values from `pipeline/configs.py`.
+Splits (LogExampleGen, by date): train -> Transform analysis and Trainer fitting;
+validation (the last train day) -> the Trainer's per-epoch validation; eval -> the
+Evaluator only. Every argument is explicit; runners take values from
+`pipeline/configs.py`.
 """
 import json
 from typing import List, Optional
