@@ -15,9 +15,15 @@ days but the last, validation = last train day, eval = eval days). Methods:
 - ``cread_equal_frequency``, ``cread_equal_width``, ``cread_ead``: CREAD with the
   α = 0, equal-width and chosen EAD candidates of the Transform asset (never
   recomputed), restoration = configs.CREAD["restoration"];
-- ``cqe_cde``, ``cqe_cse``: one CQE model, CDE (eq. 8) and CSE (t_0.25) point estimates.
+- ``cqe_cde``, ``cqe_cse``: one CQE model, CDE (eq. 8) and CSE (t_0.25) point estimates;
+- ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/d2q.py): the
+  model regresses the watch time's percentile within its equal-frequency duration
+  group (D2Q_GROUPS, on the train split; the transformed duration is a monotone map
+  of seconds, so it gives the same groups), mapped back with the group's quantile
+  function.
 
-Per method: mae (s), xauc, coverage_error = mean_τ |P(y <= t_τ) − τ| over
+Per method: mae (s), xauc, click_auc (of the multi-task click head),
+coverage_error = mean_τ |P(y <= t_τ) − τ| over
 τ ∈ {0.1, ..., 0.9} (CQE only), and the ``ead`` block (α, β, M, thresholds, J of
 every candidate, from the transform graph asset). The ``simulator`` block repeats
 the methods on simulated logs (data/simulator.py; BENCH_SIM_* sizes) and adds the
@@ -47,7 +53,8 @@ import numpy as np  # noqa: E402
 from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits, parse_days,  # noqa: E402
                                  run_example_gen_and_transform)
 
-METHODS = ("regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe")
+METHODS = ("regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe", "d2q")
+D2Q_GROUPS = 30  # duration groups (Zhan et al. 2022 use 30 on KuaiRand-like data)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
 SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator.py QUANTILE_LEVELS
 
@@ -100,6 +107,24 @@ class WlrWatchHead:
         return {"watch_time_s": [keras.metrics.MeanAbsoluteError(name="mae")]}
 
 
+class D2qPercentileHead:
+    """D2Q as a pluggable head: "d2q_percentile" = sigmoid(Dense(z)), MSE against the
+    within-duration-group percentile label; seconds come from models/d2q.py after predict."""
+
+    output_name = "d2q_percentile"
+
+    def outputs(self, z, linear_logit=None):
+        import tf_keras as keras
+
+        return {"d2q_percentile": keras.layers.Dense(1, activation="sigmoid", name="d2q_percentile")(z)}
+
+    def losses(self):
+        return {"d2q_percentile": "mse"}
+
+    def metrics(self):
+        return {}
+
+
 def ead_block(report) -> dict:
     return {"chosen": report.chosen, "alpha": report.chosen_alpha, "beta": report.beta, "M": report.M,
             "M_eff": report.M_eff, "t_max": report.t_max, "thresholds": [round(t, 4) for t in report.thresholds],
@@ -131,9 +156,17 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
           "hidden_units": configs.HIDDEN_UNITS, "ranker_params": configs.RANKER_PARAMS.get(ranker, {}),
           "cread": dict(configs.CREAD), "cqe": dict(configs.CQE), "ranking_score": "click_prob"}
     heads, thresholds = None, None
+    d2q = None
     if method == "wlr":
         heads = [H.ClickHead(), WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
                  H.RankingScoreHead("click_prob")]
+    elif method == "d2q":
+        from models import features as F
+        from models.d2q import D2Q
+
+        duration_key = F.transformed_name("duration_s")
+        d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
+        heads = [H.ClickHead(), D2qPercentileHead(), H.RankingScoreHead("click_prob")]
     elif method.startswith("cread"):
         hp["watch_head"] = "cread"
         thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
@@ -144,23 +177,27 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds)
     train_x, train_y, val_x, val_y, eval_x = data
 
-    def labels(y):
+    def labels(x, y):
         out = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
         if "wlr_logit" in model.output_names:
             out["wlr_logit"] = y["watch_time_s"]
+        if d2q is not None:
+            out["d2q_percentile"] = d2q.percentile(x[duration_key], y["watch_time_s"]).astype(np.float32)
         return out
 
-    train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_y)))
+    train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_x, train_y)))
                 .shuffle(len(train_y["click_prob"]), seed=0).batch(batch_size).prefetch(2))
-    val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_y))).batch(4096)
+    val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_x, val_y))).batch(4096)
     t0 = time.time()
     fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
     pred = model.predict(eval_x, batch_size=4096, verbose=0)
-    out = {"train_seconds": time.time() - t0}
+    out = {"train_seconds": time.time() - t0, "click_prob": pred["click_prob"].reshape(-1)}
     if method == "cqe":
         out["cqe_cde"] = pred["cde"].reshape(-1)
         out["cqe_cse"] = pred["cse"].reshape(-1)
         out["quantiles"] = pred["quantiles"]
+    elif method == "d2q":
+        out["d2q"] = d2q.watch_time(eval_x[duration_key], pred["d2q_percentile"].reshape(-1))
     else:
         out[method] = pred["watch_time_s"].reshape(-1)
     return out
@@ -178,11 +215,13 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
     for method in methods:
         res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length)
         for name, pred in res.items():
-            if name in ("train_seconds", "quantiles"):
+            if name in ("train_seconds", "quantiles", "click_prob"):
                 continue
             pred = np.asarray(pred, np.float64)
             rec = {"method": name, "mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
-                   "coverage_error": None, "mean_prediction": round(float(pred.mean()), 4),
+                   "coverage_error": None,
+                   "click_auc": round(metrics.auc(eval_y["click_prob"].reshape(-1), res["click_prob"]), 5),
+                   "mean_prediction": round(float(pred.mean()), 4),
                    "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1)}
             if "quantiles" in res:
                 rec["coverage_error"] = round(coverage_error(y, res["quantiles"], taus), 5)

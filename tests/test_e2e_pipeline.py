@@ -9,8 +9,8 @@
    Transform from run 1 (checked), is evaluated against run 1's model (Resolver,
    LatestBlessedModelStrategy), fails the AUC floor and the allowed AUC drop ->
    NOT_BLESSED; the Pusher publishes nothing, the serving dir keeps run 1's version.
-3. A subset of the real KuaiRand-Pure logs in-process (skipped when
-   ../shared/data/kuairand-pure is absent).
+3. A subset of the real KuaiRand-Pure logs in-process with DIN and both watch heads
+   (CREAD + CQE; skipped when ../shared/data/kuairand-pure is absent).
 
 Runs 1 and 3 also check the ModelReport (renders in headless Chromium, screenshot
 under tests/artifacts/) and the TensorBoard tags under the pipeline root. Tests 1 and
@@ -138,16 +138,31 @@ def test_pipeline_on_real_kuairand_subset(tmp_path):
 
     import local_runner
 
+    from pipeline import configs
+
     logs = str(tmp_path / "kuairand")
     _kuairand_subset(logs, user_modulo=12)
     out = str(tmp_path / "out")
-    tfx.orchestration.LocalDagRunner().run(local_runner.build(logs, out))
+    # DIN with both watch heads: target attention, CREAD (EAD asset) and CQE quantiles
+    # through Transform, Trainer, Evaluator, Pusher, REST and the report on real logs
+    trainer_config = dict(local_runner.trainer_config(), model_type="din", watch_head="cread+cqe",
+                          ranker_params=dict(configs.RANKER_PARAMS["din"]))
+    tfx.orchestration.LocalDagRunner().run(local_runner.build(logs, out, trainer_config=trainer_config))
 
     counts = e2e_utils.dead_letter_counts(out)
-    assert counts["good_rows"] > 10000
+    assert counts["good_rows"] > 10000 and min(counts["splits"].values()) > 0
     assert e2e_utils.blessed(out)
     metrics = e2e_utils.evaluation_metrics(out)
     assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
+    assert 0.0 <= metrics["quantiles/mean_coverage_error"] < 0.1, metrics
     instances, predictions = e2e_utils.rest_predictions(out, n=8)
     e2e_utils.assert_predictions_in_range(instances, predictions)
+    for pred in predictions:
+        q = pred["quantiles"]
+        assert len(q) == configs.CQE["num_quantiles"] and all(b >= a for a, b in zip(q, q[1:]))
     e2e_utils.check_report_and_tensorboard(out, "model_report_kuairand.png", str(tmp_path))
+    index = os.path.join(e2e_utils.newest_report_dir(out), "index.html")
+    assert "plots/quantile_calibration.png" in e2e_utils.image_sources(index)
+    tags = e2e_utils.tensorboard_tags(configs.output_paths(out)["pipeline_root"])
+    assert {"attention/target_attention/weights", "quantiles/spread", "cread/survival",
+            "model_analysis/overall/quantiles/mean_coverage_error"} <= tags, sorted(tags)
