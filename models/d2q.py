@@ -54,24 +54,25 @@ class D2Q:
         """g(d) = #{k : e_k <= d}."""
         return np.searchsorted(self.edges, np.asarray(durations, np.float64).reshape(-1), side="right")
 
+    def _per_group(self, durations, values, fn) -> np.ndarray:
+        """fn(sorted train sample of group g, values of the rows in g) for every group."""
+        values = np.asarray(values, np.float64).reshape(-1)
+        groups = self.group(durations)
+        out = np.empty_like(values)
+        for g in np.unique(groups):
+            rows = groups == g
+            out[rows] = fn(self.sorted_watch[g], values[rows])
+        return out
+
     def percentile(self, durations, watch_times) -> np.ndarray:
         """Mid-rank percentile of each watch time in its duration group (step 2)."""
-        y = np.asarray(watch_times, np.float64).reshape(-1)
-        groups = self.group(durations)
-        out = np.empty_like(y)
-        for g in np.unique(groups):
-            s, rows = self.sorted_watch[g], groups == g
-            below = np.searchsorted(s, y[rows], side="left")
-            equal = np.searchsorted(s, y[rows], side="right") - below
-            out[rows] = (below + 0.5 * equal) / s.size
-        return out
+        def mid_rank(s, y):
+            below = np.searchsorted(s, y, side="left")
+            return (below + 0.5 * (np.searchsorted(s, y, side="right") - below)) / s.size
+
+        return self._per_group(durations, watch_times, mid_rank)
 
     def watch_time(self, durations, percentiles) -> np.ndarray:
         """F_g^{-1}(p): the group's interpolated quantile function (step 4)."""
-        p = np.asarray(percentiles, np.float64).reshape(-1)
-        groups = self.group(durations)
-        out = np.empty_like(p)
-        for g in np.unique(groups):
-            s, rows = self.sorted_watch[g], groups == g
-            out[rows] = np.interp(p[rows], (np.arange(s.size) + 0.5) / s.size, s)
-        return out
+        return self._per_group(durations, percentiles,
+                               lambda s, p: np.interp(p, (np.arange(s.size) + 0.5) / s.size, s))
