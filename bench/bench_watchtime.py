@@ -8,6 +8,10 @@ method, same data machinery as bench/bench_rankers.py (the pipeline's LogExample
 Transform once, then the transform graph applied to the raw examples; train = train
 days but the last, validation = last train day, eval = eval days). Methods:
 
+- ``marginal``: no model, a reference: every eval row gets the train split's
+  marginal mean (``marginal_mean``) and marginal quantiles, so its coverage error is
+  what the shift between train and eval days alone costs a perfectly calibrated
+  unconditional model;
 - ``regression``: direct regression on log1p(y) (heads.WatchTimeRegressionHead);
 - ``wlr``: weighted logistic regression (Covington et al., YouTube 2016) adapted to
   watch time: every impression is a positive with weight y and a negative with
@@ -37,7 +41,8 @@ Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_RANKER, BENCH_EPOCHS (1), BENCH_BATCH_SI
 BENCH_SIM_USERS/VIDEOS/DAYS (400/300/6), BENCH_SIM_EPOCHS (5: the simulated data
 are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL (0:
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
-BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE).
+BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE),
+BENCH_CQE_INIT (1/0: CQE starts at the marginal quantiles; configs.CQE).
 """
 import os
 
@@ -53,7 +58,8 @@ import numpy as np  # noqa: E402
 from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits, parse_days,  # noqa: E402
                                  run_example_gen_and_transform)
 
-METHODS = ("regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe", "d2q")
+METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
+           "d2q")
 D2Q_GROUPS = 30  # duration groups (Zhan et al. 2022 use 30 on KuaiRand-like data)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
 SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator.py QUANTILE_LEVELS
@@ -139,6 +145,15 @@ def _candidate(report, name):
 # ------------------------------------------------------------------------ training
 def train_and_predict(method, report, sizes, data, epochs, batch_size, history_length):
     """Trains the BENCH_RANKER with `method`'s watch head; returns {estimate: pred} (+ quantiles)."""
+    if method == "marginal":
+        from models import cqe
+        from pipeline import configs
+
+        train_y, n_eval = data[1], len(next(iter(data[4].values())))
+        taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
+        return {"train_seconds": 0.0, "click_prob": np.full(n_eval, float(np.mean(train_y["click_prob"]))),
+                "marginal_mean": np.full(n_eval, float(np.mean(train_y["watch_time_s"]))),
+                "quantiles": np.tile(np.quantile(train_y["watch_time_s"], taus), (n_eval, 1))}
     import tensorflow as tf
     import tf_keras as keras
 
@@ -154,7 +169,9 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
           "loss_weight_watch": configs.LOSS_WEIGHT_WATCH, "loss_weight_cread": configs.LOSS_WEIGHT_CREAD,
           "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
           "hidden_units": configs.HIDDEN_UNITS, "ranker_params": configs.RANKER_PARAMS.get(ranker, {}),
-          "cread": dict(configs.CREAD), "cqe": dict(configs.CQE), "ranking_score": "click_prob"}
+          "cread": dict(configs.CREAD), "ranking_score": "click_prob",
+          "cqe": dict(configs.CQE, init_from_marginal=os.environ.get(
+              "BENCH_CQE_INIT", "1" if configs.CQE["init_from_marginal"] else "0") == "1")}
     heads, thresholds = None, None
     d2q = None
     if method == "wlr":
@@ -174,7 +191,8 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
                       "cread_ead": report.thresholds}[method]
     else:
         hp["watch_head"] = method
-    model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds)
+    model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds,
+                         watch_time_quantiles=report.watch_time_quantiles)
     train_x, train_y, val_x, val_y, eval_x = data
 
     def labels(x, y):
@@ -311,6 +329,8 @@ def main() -> int:
     h = configs.HISTORY_LENGTH
     result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
               "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
+              "cqe_init_from_marginal": os.environ.get(
+                  "BENCH_CQE_INIT", "1" if configs.CQE["init_from_marginal"] else "0") == "1",
               "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS)}
 
     def write():
