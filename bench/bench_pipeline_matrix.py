@@ -35,8 +35,9 @@ HEADS = "regression,cread,cqe,cread+cqe"
 # (output, metric) pairs of the overall slice shown in the table (models/tfma_metrics.py names)
 TABLE_METRICS = [
     ("click_prob", "auc"), ("click_prob", "gauc"), ("click_prob", "gauc_num_users_used"),
-    ("click_prob", "normalized_entropy"), ("ranking_score", "ndcg_watch@10"), ("watch_time_s", "xauc"), ("watch_time_s", "mean_absolute_error"),
-    ("watch_time_s", "rmse"), ("quantiles", "mean_coverage_error"),
+    ("click_prob", "normalized_entropy"), ("ranking_score", "ndcg_watch@10"), ("watch_time_s", "xauc"),
+    ("watch_time_s", "mean_absolute_error"), ("watch_time_s", "rmse"), ("quantiles", "mean_coverage_error"),
+    ("quantiles", "coverage_error_deciles"),
 ]
 
 
@@ -124,6 +125,21 @@ def run_one(logs: str, work: str, model_type: str, watch_head: str) -> dict:
     return record
 
 
+def coverage_error_deciles(quantile_metrics: dict):
+    """mean |c_i - tau_i| over the grid levels nearest 0.1, ..., 0.9 (the watch-time
+    benchmark's definition) from TFMA's per-level `quantile_coverage@<tau>` metrics;
+    TFMA's `mean_coverage_error` averages all N levels, the extreme ones included."""
+    import numpy as np
+
+    levels = {float(k.split("@")[1]): v for k, v in quantile_metrics.items()
+              if k.startswith("quantile_coverage@") and v is not None}
+    if not levels:
+        return None
+    taus = np.array(sorted(levels))
+    nearest = [float(taus[np.argmin(np.abs(taus - d))]) for d in np.arange(1, 10) / 10.0]
+    return float(np.mean([abs(levels[t] - t) for t in nearest]))
+
+
 def markdown_table(records) -> str:
     head = "| ranker | head | blessed | " + " | ".join(f"{m}" for _, m in TABLE_METRICS) + " | s |"
     lines = [head, "|" + "---|" * (len(TABLE_METRICS) + 4)]
@@ -131,6 +147,8 @@ def markdown_table(records) -> str:
         cells = []
         for out, m in TABLE_METRICS:
             v = r["metrics"].get(out, {}).get(m)
+            if m == "coverage_error_deciles":
+                v = coverage_error_deciles(r["metrics"].get(out, {}))
             cells.append("" if v is None else (f"{v:.0f}" if m.endswith("users_used") else f"{v:.4f}"))
         lines.append(f"| {r['model_type']} | {r['watch_head']} | {'yes' if r['blessed'] else 'NO'} | "
                      + " | ".join(cells) + f" | {r['seconds']:.0f} |")
