@@ -75,7 +75,7 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
 
     stamp = os.path.join(work, "bench_days.json")
     key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
-           "splits": "train,validation,eval", "ead_asset": "with watch_time_quantiles"}
+           "splits": "train,validation,eval"}
     root = configs.output_paths(work)["pipeline_root"]
     if os.path.exists(stamp) and json.load(open(stamp)) == key:
         try:

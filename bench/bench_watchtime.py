@@ -41,8 +41,7 @@ Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_RANKER, BENCH_EPOCHS (1), BENCH_BATCH_SI
 BENCH_SIM_USERS/VIDEOS/DAYS (400/300/6), BENCH_SIM_EPOCHS (5: the simulated data
 are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL (0:
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
-BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE),
-BENCH_CQE_INIT (1/0: CQE starts at the marginal quantiles; configs.CQE).
+BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE).
 """
 import os
 
@@ -169,9 +168,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
           "loss_weight_watch": configs.LOSS_WEIGHT_WATCH, "loss_weight_cread": configs.LOSS_WEIGHT_CREAD,
           "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
           "hidden_units": configs.HIDDEN_UNITS, "ranker_params": configs.RANKER_PARAMS.get(ranker, {}),
-          "cread": dict(configs.CREAD), "ranking_score": "click_prob",
-          "cqe": dict(configs.CQE, init_from_marginal=os.environ.get(
-              "BENCH_CQE_INIT", "1" if configs.CQE["init_from_marginal"] else "0") == "1")}
+          "cread": dict(configs.CREAD), "cqe": dict(configs.CQE), "ranking_score": "click_prob"}
     heads, thresholds = None, None
     d2q = None
     if method == "wlr":
@@ -191,8 +188,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
                       "cread_ead": report.thresholds}[method]
     else:
         hp["watch_head"] = method
-    model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds,
-                         watch_time_quantiles=report.watch_time_quantiles)
+    model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds)
     train_x, train_y, val_x, val_y, eval_x = data
 
     def labels(x, y):
@@ -243,6 +239,9 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                    "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1)}
             if "quantiles" in res:
                 rec["coverage_error"] = round(coverage_error(y, res["quantiles"], taus), 5)
+                rec["coverage_by_tau"] = {  # share(y <= t_tau): above tau = quantiles too high
+                    str(t): round(float(np.mean(y <= cqe.interpolate_quantile(res["quantiles"], t, taus))), 4)
+                    for t in COVERAGE_TAUS}
             if truth is not None:
                 rec["mae_vs_true_mean"] = round(float(np.mean(np.abs(pred - truth["mean"]))), 4)
                 if "quantiles" in res:
@@ -329,8 +328,6 @@ def main() -> int:
     h = configs.HISTORY_LENGTH
     result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
               "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
-              "cqe_init_from_marginal": os.environ.get(
-                  "BENCH_CQE_INIT", "1" if configs.CQE["init_from_marginal"] else "0") == "1",
               "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS)}
 
     def write():

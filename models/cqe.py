@@ -24,19 +24,6 @@ Point estimates derived from the quantiles (CQE paper):
 
       CDE = (sum_{i=1..N} t_tau_i + (t_tau_1 + t_tau_N) / 2) / (N + 1)
 
-Initialisation at the marginal (``initial_quantiles``, on by default in the pipeline,
-configs.CQE["init_from_marginal"]): the biases are set so that a zero hidden vector
-gives the train split's unconditional quantiles q_i (``marginal_quantiles``, from the
-watch-time quantiles Transform computes for EAD)::
-
-    c_b = softplus^{-1}(max(q_1, eps)),  bias_j = softplus^{-1}(max(q_j - q_{j-1}, eps))
-
-(relu: the differences themselves) with eps = MIN_INCREMENT_S, and the kernels start
-small (N(0, 0.01^2)), so training starts calibrated for the population and learns
-conditional deviations. From the default zero biases the head would start at
-``t_tau_i ~ 0.69 i`` seconds, and its biases move ~learning rate per step: a few
-hundred steps cannot reach the skewed marginal (measured: bench/README.md).
-
 Loss: pinball (quantile) loss ``rho_tau(u) = u (tau - 1(u < 0))`` with
 ``u = y - t_tau``, summed over the N levels and averaged over the batch. Its
 gradient w.r.t. ``t_tau`` is ``1(y < t_tau) - tau`` (at u = 0 we use ``-tau``).
@@ -56,32 +43,6 @@ def quantile_levels(num_quantiles: int = 100) -> np.ndarray:
         raise ValueError(f"num_quantiles must be an integer >= 2, got {num_quantiles}")
     n = int(num_quantiles)
     return np.arange(1, n + 1, dtype=np.float64) / (n + 1)
-
-
-MIN_INCREMENT_S = 1e-3  # floor of the initial base and increments (softplus^{-1} needs > 0)
-
-
-def marginal_quantiles(boundaries, taus) -> np.ndarray:
-    """Unconditional quantiles at ``taus`` from quantile boundaries b_1..b_K at levels
-    k / (K + 1) (``tft.quantiles(x, num_buckets=K + 1)``; EadResult.watch_time_quantiles),
-    linearly interpolated, clamped at b_1 and b_K."""
-    b = np.asarray(boundaries, dtype=np.float64).reshape(-1)
-    if b.size < 1 or np.any(np.diff(b) < 0):
-        raise ValueError("need at least one non-decreasing quantile boundary")
-    levels = np.arange(1, b.size + 1, dtype=np.float64) / (b.size + 1)
-    return np.interp(np.asarray(taus, dtype=np.float64), levels, b)
-
-
-def initial_biases(initial_quantiles, increment: str = "softplus"):
-    """(base bias [1], increment biases [N - 1]) that make a zero hidden vector output
-    ``initial_quantiles`` (module docstring)."""
-    q = np.asarray(initial_quantiles, dtype=np.float64).reshape(-1)
-    if q.size < 2 or np.any(~np.isfinite(q)) or np.any(np.diff(q) < 0) or q[0] < 0:
-        raise ValueError("initial_quantiles must be >= 2 finite, non-negative, non-decreasing values")
-    base, steps = max(q[0], MIN_INCREMENT_S), np.maximum(np.diff(q), MIN_INCREMENT_S)
-    if increment == "relu":
-        return np.array([np.log(np.expm1(base))]), steps
-    return np.array([np.log(np.expm1(base))]), np.log(np.expm1(steps))
 
 
 def interpolation_weights(tau: float, taus: np.ndarray):
@@ -146,9 +107,7 @@ class CqeHead(keras.layers.Layer):
 
     ``t_tau_1 = softplus(base(h))``, ``t_tau_i = t_tau_1 + sum_{j=2..i} act(g(h))_j``
     with act = softplus (default) or relu; see the module docstring for the
-    estimates. ``initial_quantiles`` [N] (optional): start at these unconditional
-    quantiles (module docstring); ``kernel_initializer`` defaults to glorot_uniform,
-    or N(0, 0.01^2) with initial quantiles.
+    estimates.
 
     Example::
 
@@ -161,7 +120,7 @@ class CqeHead(keras.layers.Layer):
 
     def __init__(self, num_quantiles: int = 100, increment: str = "softplus",
                  tau_low: float = 0.25, tau_high: float = 0.7, default_k: float = 0.5,
-                 kernel_initializer=None, kernel_regularizer=None, initial_quantiles=None, **kwargs):
+                 kernel_initializer="glorot_uniform", kernel_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         self.taus = quantile_levels(num_quantiles)
         self.num_quantiles = int(num_quantiles)
@@ -175,27 +134,12 @@ class CqeHead(keras.layers.Layer):
         self._high = interpolation_weights(tau_high, self.taus)
         self.increment = increment
         self.tau_low, self.tau_high, self.default_k = float(tau_low), float(tau_high), float(default_k)
-        self.initial_quantiles = None
-        bias_init = ("zeros", "zeros")
-        if initial_quantiles is not None:
-            if len(initial_quantiles) != self.num_quantiles:
-                raise ValueError(f"initial_quantiles has {len(initial_quantiles)} values, "
-                                 f"num_quantiles is {self.num_quantiles}")
-            self.initial_quantiles = [float(v) for v in initial_quantiles]
-            base_b, inc_b = initial_biases(self.initial_quantiles, increment)
-            bias_init = (keras.initializers.Constant(base_b.tolist()),
-                         keras.initializers.Constant(inc_b.tolist()))
-        if kernel_initializer is None:  # small kernels keep a marginal start near the marginal
-            kernel_initializer = ("glorot_uniform" if initial_quantiles is None
-                                  else keras.initializers.RandomNormal(stddev=0.01))
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.base = keras.layers.Dense(1, kernel_initializer=self.kernel_initializer,
-                                       bias_initializer=bias_init[0],
                                        kernel_regularizer=self.kernel_regularizer, name="base")
         self.increments = keras.layers.Dense(
             self.num_quantiles - 1, kernel_initializer=self.kernel_initializer,
-            bias_initializer=bias_init[1],
             kernel_regularizer=self.kernel_regularizer, name="increments")
 
     def _interp(self, q, iw):
@@ -220,6 +164,6 @@ class CqeHead(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_quantiles": self.num_quantiles,
                 "increment": self.increment, "tau_low": self.tau_low, "tau_high": self.tau_high,
-                "default_k": self.default_k, "initial_quantiles": self.initial_quantiles,
+                "default_k": self.default_k,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer)}

@@ -255,9 +255,6 @@ class EadResult:
     t_max: float
     t_max_quantile: float
     candidates: List[Dict]
-    # The train split's watch-time quantile boundaries the search started from (levels
-    # k / (K + 1), before the T_max cut): the CQE head starts at these marginal quantiles.
-    watch_time_quantiles: Optional[List[float]] = None
 
     def to_dict(self) -> Dict:
         return dataclasses.asdict(self)
@@ -289,12 +286,10 @@ def search_thresholds(boundaries_or_cdf, M: int,
         raise ValueError(f"M must be >= 1, got {M}")
     if not np.isfinite(beta) or beta < 0:
         raise ValueError(f"beta must be finite and >= 0, got {beta}")
-    watch_time_quantiles = None
     if hasattr(boundaries_or_cdf, "inverse"):
         cdf = boundaries_or_cdf
         tq = 1.0
     else:
-        watch_time_quantiles = [round(float(b), 4) for b in np.asarray(boundaries_or_cdf).reshape(-1)]
         cdf = cdf_from_boundaries(boundaries_or_cdf, t_max_quantile=t_max_quantile, lower=lower)
         tq = float(t_max_quantile)
     if not cdf.t_max > 0:
@@ -309,7 +304,7 @@ def search_thresholds(boundaries_or_cdf, M: int,
     c = cands[best]
     return EadResult(thresholds=list(c["thresholds"]), chosen=c["name"], chosen_alpha=c["alpha"],
                      M=int(M), M_eff=c["M_eff"], beta=float(beta), t_max=float(cdf.t_max),
-                     t_max_quantile=tq, candidates=cands, watch_time_quantiles=watch_time_quantiles)
+                     t_max_quantile=tq, candidates=cands)
 
 
 # ----------------------------------------------------------------- TF Transform

@@ -19,7 +19,7 @@ logit, e.g. xDeepFM's linear part); heads turn it into outputs:
                           outputs (RANKING_FORMULAS; no eval)
 
 `compile_ranker(inputs, z, heads, ...)` builds and compiles the keras.Model whose
-outputs are the union of the heads' outputs. `heads_from_config(hp, thresholds, watch_time_quantiles)`
+outputs are the union of the heads' outputs. `heads_from_config(hp, thresholds)`
 turns the trainer config (pipeline/configs.py WATCH_HEAD, RANKING_SCORE, loss
 weights) into the head list; `training_labels` gives the label of every output that
 has a loss.
@@ -144,10 +144,9 @@ class CqeWatchHead:
     output_name = QUANTILES_OUTPUT
 
     def __init__(self, num_quantiles=100, tau_low=0.25, tau_high=0.7, default_k=0.5,
-                 increment="softplus", provides_watch_time=True, initial_quantiles=None):
+                 increment="softplus", provides_watch_time=True):
         self.layer_kw = dict(num_quantiles=int(num_quantiles), tau_low=float(tau_low),
-                             tau_high=float(tau_high), default_k=float(default_k), increment=increment,
-                             initial_quantiles=None if initial_quantiles is None else list(initial_quantiles))
+                             tau_high=float(tau_high), default_k=float(default_k), increment=increment)
         cqe_lib.CqeHead(**self.layer_kw)  # validates the arguments now
         self.provides_watch_time = bool(provides_watch_time)
 
@@ -213,12 +212,10 @@ def default_heads():
     return [ClickHead(), WatchTimeRegressionHead()]
 
 
-def heads_from_config(hp: dict, thresholds=None, watch_time_quantiles=None) -> list:
+def heads_from_config(hp: dict, thresholds=None) -> list:
     """Heads of the trainer config `hp`: click head, the watch head(s) named by
     `watch_head` (WATCH_HEADS) and the ranking score `ranking_score` (formula name).
-    `thresholds` (EAD, from the transform graph) is required for CREAD;
-    `watch_time_quantiles` (the train split's quantile boundaries, same asset) start
-    the CQE head at the marginal quantiles when `cqe.init_from_marginal` (default)."""
+    `thresholds` (EAD, from the transform graph) is required for CREAD."""
     watch = hp.get("watch_head", "regression")
     if watch not in WATCH_HEADS:
         raise ValueError(f"unknown watch_head {watch!r}; known: {WATCH_HEADS}")
@@ -236,14 +233,10 @@ def heads_from_config(hp: dict, thresholds=None, watch_time_quantiles=None) -> l
                                     huber_delta=c.get("huber_delta", 1.0)))
     if "cqe" in watch:
         q = dict(hp.get("cqe") or {})
-        initial = None
-        if q.get("init_from_marginal", True) and watch_time_quantiles is not None:
-            initial = cqe_lib.marginal_quantiles(watch_time_quantiles,
-                                                 cqe_lib.quantile_levels(q.get("num_quantiles", 100)))
         heads.append(CqeWatchHead(num_quantiles=q.get("num_quantiles", 100), tau_low=q.get("tau_low", 0.25),
                                   tau_high=q.get("tau_high", 0.7), default_k=q.get("default_k", 0.5),
                                   increment=q.get("increment", "softplus"),
-                                  provides_watch_time=watch == "cqe", initial_quantiles=initial))
+                                  provides_watch_time=watch == "cqe"))
     heads.append(RankingScoreHead(hp.get("ranking_score", "click_prob * watch_time_s")))
     return heads
 

@@ -29,8 +29,7 @@ or CQE's CDE; with "cread+cqe" the CREAD restoration), "ranking_score" [B, 1]
 Watch heads (`watch_head` in the config, pipeline/configs.py WATCH_HEAD):
 "regression" | "cread" | "cqe" | "cread+cqe". CREAD uses the EAD thresholds Transform
 learnt on the train split, read from the transform graph's asset
-(`ead_report_from_transform_output`), never recomputed; CQE starts at the marginal
-watch-time quantiles of the same asset.
+(`ead_thresholds_from_transform_output`), never recomputed.
 """
 import os
 
@@ -67,17 +66,16 @@ RANKERS = {
 
 
 def build_ranker(model_type: str, vocab_sizes: dict, history_length: int, hp: dict = None,
-                 heads=None, ead_thresholds=None, watch_time_quantiles=None) -> keras.Model:
+                 heads=None, ead_thresholds=None) -> keras.Model:
     """Builds and compiles the ranker `model_type` from the trainer hyperparameters `hp`
     (embedding_dim, oov_buckets, learning_rate, loss weights, ranker_params, watch_head,
     ranking_score, cread, cqe). Without `heads`, they come from `hp`
-    (heads.heads_from_config; CREAD needs `ead_thresholds`, CQE starts at the marginal
-    `watch_time_quantiles` when given)."""
+    (heads.heads_from_config; CREAD needs `ead_thresholds`)."""
     if model_type not in RANKERS:
         raise ValueError(f"unknown model_type {model_type!r}; known: {sorted(RANKERS)}")
     hp = dict(hp or {})
     if heads is None:
-        heads = heads_lib.heads_from_config(hp, ead_thresholds, watch_time_quantiles)
+        heads = heads_lib.heads_from_config(hp, ead_thresholds)
     params = dict(hp.get("ranker_params") or {})
     if model_type == "baseline" and "hidden_units" not in params and "hidden_units" in hp:
         params["hidden_units"] = tuple(hp["hidden_units"])
@@ -93,18 +91,12 @@ def build_ranker(model_type: str, vocab_sizes: dict, history_length: int, hp: di
         raise ValueError(f"bad ranker_params {sorted(params)} for model_type {model_type!r}: {e}") from e
 
 
-def ead_report_from_transform_output(tf_transform_output) -> "ead.EadResult":
-    """The EAD report Transform wrote (the JSON asset of the transform graph,
-    models/ead.py ASSET_FILENAME): thresholds and the train watch-time quantiles."""
+def ead_thresholds_from_transform_output(tf_transform_output) -> list:
+    """The EAD thresholds t_1..t_M Transform learnt (the JSON asset of the transform
+    graph, models/ead.py ASSET_FILENAME): the same constants the graph buckets with."""
     path = tf_transform_output.vocabulary_file_by_name("ead_thresholds")
     with tf.io.gfile.GFile(path, "r") as f:
-        return ead.EadResult.from_json(f.read())
-
-
-def ead_thresholds_from_transform_output(tf_transform_output) -> list:
-    """The EAD thresholds t_1..t_M Transform learnt: the same constants the graph
-    buckets with."""
-    return list(ead_report_from_transform_output(tf_transform_output).thresholds)
+        return list(ead.EadResult.from_json(f.read()).thresholds)
 
 
 def label_keys_for(model) -> dict:
@@ -267,15 +259,12 @@ def run_fn(fn_args):
 
     strategy = make_strategy(hp)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    thresholds, watch_quantiles = None, None
-    watch_head = hp.get("watch_head", "regression")
-    if watch_head != "regression":
-        report = ead_report_from_transform_output(tf_transform_output)
-        thresholds = list(report.thresholds) if "cread" in watch_head else None
-        watch_quantiles = report.watch_time_quantiles if "cqe" in watch_head else None
+    thresholds = None
+    if "cread" in hp.get("watch_head", "regression"):
+        thresholds = ead_thresholds_from_transform_output(tf_transform_output)
     with strategy.scope():
         model = build_ranker(model_type, vocab_sizes(tf_transform_output), history_length, hp,
-                             ead_thresholds=thresholds, watch_time_quantiles=watch_quantiles)
+                             ead_thresholds=thresholds)
     label_keys = label_keys_for(model)
 
     def train_dataset(input_context=None):

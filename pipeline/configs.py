@@ -119,9 +119,6 @@ CQE = {
     "tau_high": 0.7,
     "default_k": 0.5,
     "increment": "softplus",
-    # start the head at the train split's marginal quantiles (models/cqe.py; from the
-    # watch-time quantiles Transform computes for EAD)
-    "init_from_marginal": True,
 }
 # ranking_score output: a named formula of the outputs (models/heads.py
 # RANKING_FORMULAS): "click_prob * watch_time_s" | "watch_time_s" | "click_prob" |

@@ -111,32 +111,3 @@ def test_config_and_savedmodel_roundtrip(tmp_path):
     loaded = keras.models.load_model(str(tmp_path / "m"))
     for key in ("quantiles", "cse", "dqc", "cde"):
         np.testing.assert_allclose(loaded(h)[key].numpy(), model(h)[key].numpy(), rtol=1e-6)
-
-
-def test_marginal_quantiles_interpolate_the_boundaries():
-    b = np.array([1.0, 2.0, 4.0])  # levels 1/4, 2/4, 3/4
-    np.testing.assert_allclose(cqe.marginal_quantiles(b, [0.1, 0.25, 0.375, 0.5, 0.75, 0.9]),
-                               [1.0, 1.0, 1.5, 2.0, 4.0, 4.0])
-    with pytest.raises(ValueError, match="non-decreasing"):
-        cqe.marginal_quantiles([2.0, 1.0], [0.5])
-
-
-@pytest.mark.parametrize("increment", ["softplus", "relu"])
-def test_head_starts_at_the_initial_quantiles(increment):
-    """A zero hidden vector gives exactly the initial quantiles (steps below the floor
-    become MIN_INCREMENT_S); any hidden vector stays near them at init (small kernels)."""
-    q = np.array([0.0, 0.5, 0.5, 2.0, 7.0, 30.0, 200.0])
-    head = cqe.CqeHead(num_quantiles=q.size, increment=increment, tau_low=0.25, tau_high=0.5,
-                       initial_quantiles=q.tolist())
-    want = np.maximum(q[0], cqe.MIN_INCREMENT_S) + np.concatenate(
-        [[0.0], np.cumsum(np.maximum(np.diff(q), cqe.MIN_INCREMENT_S))])
-    np.testing.assert_allclose(head(tf.zeros([2, 16]))["quantiles"].numpy(), np.tile(want, (2, 1)), rtol=1e-5)
-    h = np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32)
-    got = head(h)["quantiles"].numpy()
-    assert np.all(np.abs(np.log(got[:, 3:] / want[3:])) < 0.2)  # within ~20 % where steps are not floored
-    clone = cqe.CqeHead.from_config(head.get_config())
-    assert clone.initial_quantiles == q.tolist()
-    with pytest.raises(ValueError, match="num_quantiles is 7"):
-        cqe.CqeHead(num_quantiles=7, initial_quantiles=[1.0, 2.0])
-    with pytest.raises(ValueError, match="non-decreasing"):
-        cqe.initial_biases([3.0, 1.0])

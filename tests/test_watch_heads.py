@@ -98,19 +98,3 @@ def test_thresholds_come_from_the_transform_graph_asset(tmp_path):
     y = np.array([r[F.LABEL_WATCH] for r in rows], np.float32)
     np.testing.assert_array_equal(out[F.WATCH_BUCKET_LABEL].numpy(),
                                   (y[:, None] > t.astype(np.float32)[None, :]).sum(1))
-
-
-def test_cqe_head_starts_at_the_transform_marginal_quantiles_unless_disabled():
-    from models import cqe
-
-    boundaries = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]  # levels k/10
-    model = build_ranker("baseline", small_vocab_sizes(), L,
-                         {"embedding_dim": 4, "watch_head": "cqe", "cqe": {"num_quantiles": 9}},
-                         watch_time_quantiles=boundaries)
-    want = cqe.marginal_quantiles(boundaries, cqe.quantile_levels(9))
-    np.testing.assert_allclose(model.get_layer("cqe").initial_quantiles, want)
-    off = build_ranker("baseline", small_vocab_sizes(), L,
-                       {"embedding_dim": 4, "watch_head": "cqe",
-                        "cqe": {"num_quantiles": 9, "init_from_marginal": False}},
-                       watch_time_quantiles=boundaries)
-    assert off.get_layer("cqe").initial_quantiles is None
