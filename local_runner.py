@@ -25,6 +25,7 @@ def trainer_config() -> dict:
         "hidden_units": list(configs.HIDDEN_UNITS),
         "learning_rate": configs.LEARNING_RATE,
         "batch_size": configs.BATCH_SIZE,
+        "shuffle_buffer_size": configs.SHUFFLE_BUFFER_SIZE,
         "epochs": configs.TRAIN_EPOCHS,
         "oov_buckets": configs.VOCAB_OOV_BUCKETS,
         "loss_weight_click": configs.LOSS_WEIGHT_CLICK,
