@@ -65,12 +65,12 @@ SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator.py QUANTILE_LE
 
 
 # --------------------------------------------------------------------------- math
-def coverage_error(y, quantiles, taus, eval_taus=COVERAGE_TAUS) -> float:
-    """mean over eval_taus of |share(y <= t_τ) − τ| (t_τ interpolated on the grid)."""
+def at_levels(quantiles, taus, eval_taus=COVERAGE_TAUS) -> np.ndarray:
+    """[n, len(eval_taus)]: the quantiles on grid `taus` interpolated at `eval_taus`, for
+    models.metrics.quantile_coverage / mean_coverage_error."""
     from models.cqe import interpolate_quantile
 
-    y = np.asarray(y, np.float64).reshape(-1)
-    return float(np.mean([abs(np.mean(y <= interpolate_quantile(quantiles, t, taus)) - t) for t in eval_taus]))
+    return np.stack([interpolate_quantile(quantiles, t, taus) for t in eval_taus], axis=1)
 
 
 def wlr_loss(y_true, logit):
@@ -238,10 +238,11 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                    "mean_prediction": round(float(pred.mean()), 4),
                    "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1)}
             if "quantiles" in res:
-                rec["coverage_error"] = round(coverage_error(y, res["quantiles"], taus), 5)
+                q_eval = at_levels(res["quantiles"], taus)
+                rec["coverage_error"] = round(metrics.mean_coverage_error(y, q_eval, COVERAGE_TAUS), 5)
                 rec["coverage_by_tau"] = {  # share(y <= t_tau): above tau = quantiles too high
-                    str(t): round(float(np.mean(y <= cqe.interpolate_quantile(res["quantiles"], t, taus))), 4)
-                    for t in COVERAGE_TAUS}
+                    str(t): round(float(c), 4)
+                    for t, c in zip(COVERAGE_TAUS, metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))}
             if truth is not None:
                 rec["mae_vs_true_mean"] = round(float(np.mean(np.abs(pred - truth["mean"]))), 4)
                 if "quantiles" in res:
