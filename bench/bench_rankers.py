@@ -192,8 +192,8 @@ def main() -> int:
     import tensorflow_transform as tft
     import tf_keras as keras
 
-    from models import metrics
-    from models.run_fn import build_ranker, export_serving_model, fit_ranker, vocab_sizes
+    from models.evaluation import metrics
+    from models.training.run_fn import build_ranker, export_serving_model, fit_ranker, vocab_sizes
     from pipeline import configs
 
     logs = os.environ.get("LOGS") or DEFAULT_LOGS

@@ -68,7 +68,7 @@ SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator.py QUANTILE_LE
 def at_levels(quantiles, taus, eval_taus=COVERAGE_TAUS) -> np.ndarray:
     """[n, len(eval_taus)]: the quantiles on grid `taus` interpolated at `eval_taus`, for
     models.metrics.quantile_coverage / mean_coverage_error."""
-    from models.cqe import interpolate_quantile
+    from models.watch_time.cqe import interpolate_quantile
 
     return np.stack([interpolate_quantile(quantiles, t, taus) for t in eval_taus], axis=1)
 
@@ -145,7 +145,7 @@ def _candidate(report, name):
 def train_and_predict(method, report, sizes, data, epochs, batch_size, history_length):
     """Trains the BENCH_RANKER with `method`'s watch head; returns {estimate: pred} (+ quantiles)."""
     if method == "marginal":
-        from models import cqe
+        from models.watch_time import cqe
         from pipeline import configs
 
         train_y, n_eval = data[1], len(next(iter(data[4].values())))
@@ -157,7 +157,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     import tf_keras as keras
 
     from models import heads as H
-    from models.run_fn import build_ranker, fit_ranker
+    from models.training.run_fn import build_ranker, fit_ranker
     from pipeline import configs
 
     ranker = os.environ.get("BENCH_RANKER", "baseline")
@@ -176,7 +176,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
                  H.RankingScoreHead("click_prob")]
     elif method == "d2q":
         from models import features as F
-        from models.d2q import D2Q
+        from models.watch_time.d2q import D2Q
 
         duration_key = F.transformed_name("duration_s")
         d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
@@ -220,7 +220,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
                      tag, truth=None):
     """Records of every method on one data set (truth: optional simulator ground truth)."""
-    from models import cqe, metrics
+    from models.watch_time import cqe, metrics
     from pipeline import configs
 
     y = eval_y["watch_time_s"].reshape(-1).astype(np.float64)
@@ -260,8 +260,8 @@ def prepare(logs, work, train_days, eval_days, history_length):
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from models import ead
-    from models.run_fn import vocab_sizes
+    from models.watch_time import ead
+    from models.training.run_fn import vocab_sizes
 
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
@@ -292,7 +292,7 @@ def restoration_bias_on_simulator(report, n=20000, seed=0) -> dict:
     """Both restoration rules fed the simulator's TRUE survival S(t_m) at each threshold
     set (EAD / equal frequency / equal width): bias vs E[y] and vs E[min(y, T_max)]."""
     from data import simulator as S
-    from models import cread
+    from models.watch_time import cread
 
     p = S.SimParams()
     rng = np.random.default_rng(seed)

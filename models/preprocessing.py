@@ -25,7 +25,7 @@ EAD watch-time buckets (CREAD §4, models/ead.py)
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from models import ead
+from models.watch_time import ead
 from models import features as F
 from pipeline import configs
 

@@ -19,7 +19,7 @@ from tfx import v1 as tfx
 from components.log_example_gen.component import LogExampleGen
 from components.model_report.component import ModelReport
 from models import features as F
-from models import tfma_metrics
+from models.evaluation import tfma as tfma_metrics
 
 
 CLICK_OUTPUT = "click_prob"
@@ -139,7 +139,7 @@ def create_pipeline(
         splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "validation", "eval"]),
     )
     trainer = tfx.components.Trainer(
-        run_fn="models.run_fn.run_fn",
+        run_fn="models.training.run_fn.run_fn",
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],

@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from models import ead
+from models.watch_time import ead
 
 EAD = "EAD"
 EQUAL_FREQUENCY = "equal frequency"

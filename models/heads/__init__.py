@@ -1,0 +1,1 @@
+from models.heads._all import *  # noqa: F401,F403

@@ -1,0 +1,167 @@
+"""Target attention: DIN's local activation unit over the user's behaviour history.
+
+Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018,
+§4.3, eq. (3) and Fig. 2.
+"""
+import tf_keras as keras
+import tensorflow as tf
+
+from models.layers.dice import Dice
+
+_ACTIVATIONS = ("dice", "prelu", "sigmoid", "relu")
+
+
+def _clone_initializer(initializer):
+    """A fresh copy: tf-keras returns identical values from a reused unseeded instance."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+class TargetAttention(keras.layers.Layer):
+    r"""DIN activation unit + weighted sum pooling of the history (DIN eq. 3).
+
+    .. math::
+
+        w_i = a(h_i, t) = \mathrm{MLP}([h_i,\; t,\; h_i - t,\; h_i \circ t])
+              \in R, \qquad
+        v_U(t) = \sum_{i=1}^{L} \mathrm{mask}_i \, w_i \, h_i
+
+    The MLP has hidden layers ``hidden_units`` (each ``Dense`` + activation) and a
+    linear scalar output. As in the paper the weights are **not** normalised
+    ("the normalization with softmax is abandoned ... to reserve the intensity of
+    user interests"); padded items get weight 0, so they never contribute. With
+    ``use_softmax=True`` the weights are a masked softmax over the valid items
+    (sum to 1; all zero when a row has no valid item).
+
+    Args:
+        hidden_units: MLP hidden sizes, default ``(80, 40)`` (paper).
+        activation: ``"dice"`` (the :class:`models.dice.Dice` layer; padded items are
+            kept out of its batch statistics), ``"prelu"``, ``"sigmoid"`` or
+            ``"relu"``. Default ``"dice"``.
+        use_softmax: masked softmax normalisation of the weights. Default False.
+        dice_momentum, dice_epsilon: passed to ``Dice``.
+        kernel_initializer, kernel_regularizer: for the MLP ``Dense`` layers.
+
+    Call:
+        ``layer(query, keys, mask=None, training=None,
+        return_attention_scores=False)``
+
+        - ``query``: target item embedding t, ``[batch, D]``.
+        - ``keys``: history item embeddings h, ``[batch, L, D]`` (L may be 0).
+        - ``mask``: ``[batch, L]`` bool or 0/1, True/1 = real item, False/0 =
+          padding. ``None`` = all items valid.
+
+    Output: ``[batch, D]``; with ``return_attention_scores=True`` a tuple
+    ``(output, weights)`` with ``weights`` ``[batch, L]`` (0 at padding), e.g.
+    for TensorBoard histograms.
+
+    Example:
+
+    >>> att = TargetAttention(hidden_units=(80, 40), activation="dice")
+    >>> t = tf.random.normal([32, 16]); h = tf.random.normal([32, 50, 16])
+    >>> mask = tf.sequence_mask(hist_len, 50)
+    >>> user_interest, w = att(t, h, mask=mask, return_attention_scores=True)
+    >>> user_interest.shape, w.shape
+    (TensorShape([32, 16]), TensorShape([32, 50]))
+    """
+
+    def __init__(self, hidden_units=(80, 40), activation="dice", use_softmax=False,
+                 dice_momentum=0.99, dice_epsilon=1e-8,
+                 kernel_initializer="glorot_uniform", kernel_regularizer=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        try:
+            hidden_units = tuple(hidden_units)
+        except TypeError:
+            raise ValueError(
+                f"TargetAttention: hidden_units must be a sequence of positive ints, got {hidden_units!r}.") from None
+        for units in hidden_units:
+            if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
+                raise ValueError(
+                    f"TargetAttention: hidden_units must be positive ints, got {hidden_units!r}.")
+        if not isinstance(activation, str) or activation.lower() not in _ACTIVATIONS:
+            raise ValueError(
+                f"TargetAttention: activation must be one of {_ACTIVATIONS}, got {activation!r}.")
+        self.hidden_units = hidden_units
+        self.activation = activation.lower()
+        self.use_softmax = bool(use_softmax)
+        self.dice_momentum = dice_momentum
+        self.dice_epsilon = dice_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+
+        self.hidden_layers, self.activation_layers = [], []
+        for n, units in enumerate(hidden_units):
+            self.hidden_layers.append(keras.layers.Dense(
+                units, kernel_initializer=_clone_initializer(self.kernel_initializer),
+                kernel_regularizer=self.kernel_regularizer, name=f"dense_{n}"))
+            if self.activation == "dice":
+                act = Dice(momentum=dice_momentum, epsilon=dice_epsilon, name=f"dice_{n}")
+            elif self.activation == "prelu":
+                act = keras.layers.PReLU(name=f"prelu_{n}")
+            else:
+                act = keras.layers.Activation(self.activation, name=f"{self.activation}_{n}")
+            self.activation_layers.append(act)
+        self.score_layer = keras.layers.Dense(
+            1, kernel_initializer=_clone_initializer(self.kernel_initializer),
+            kernel_regularizer=self.kernel_regularizer, name="score")
+
+    def call(self, query, keys, mask=None, training=None,
+             return_attention_scores=False):
+        query = tf.convert_to_tensor(query)
+        keys = tf.convert_to_tensor(keys, dtype=query.dtype)
+        if query.shape.rank != 2 or keys.shape.rank != 3:
+            raise ValueError(
+                "TargetAttention: expected query [batch, D] and keys [batch, L, D], got "
+                f"{query.shape} and {keys.shape}.")
+        if (query.shape[-1] is not None and keys.shape[-1] is not None
+                and query.shape[-1] != keys.shape[-1]):
+            raise ValueError(
+                f"TargetAttention: query dim {query.shape[-1]} != keys dim {keys.shape[-1]}.")
+        dim = query.shape[-1]
+        if dim is None:
+            raise ValueError("TargetAttention: the embedding dim D must be known.")
+        batch, length = tf.shape(keys)[0], tf.shape(keys)[1]
+        if mask is None:
+            mask = tf.ones([batch, length], dtype=tf.bool)
+        else:
+            mask = tf.cast(mask, tf.bool)
+
+        queries = tf.broadcast_to(query[:, None, :], tf.shape(keys))
+        features = tf.concat([keys, queries, keys - queries, keys * queries], axis=-1)
+        # Score every (row, item) pair as one flat batch so Dice/PReLU see [N, units].
+        hidden = tf.reshape(features, [-1, 4 * dim])
+        flat_mask = tf.reshape(mask, [-1])
+        for dense, act in zip(self.hidden_layers, self.activation_layers):
+            hidden = dense(hidden)
+            if isinstance(act, Dice):
+                hidden = act(hidden, training=training, mask=flat_mask)
+            else:
+                hidden = act(hidden)
+        scores = tf.reshape(self.score_layer(hidden), [batch, length])
+
+        if self.use_softmax:
+            # Masked softmax; a row without valid items gets all-zero weights.
+            lowest = tf.constant(scores.dtype.min, dtype=scores.dtype)
+            row_max = tf.reduce_max(tf.where(mask, scores, lowest), axis=-1, keepdims=True)
+            exp = tf.where(mask, tf.exp(tf.where(mask, scores - row_max, 0.0)), 0.0)
+            weights = tf.math.divide_no_nan(exp, tf.reduce_sum(exp, axis=-1, keepdims=True))
+        else:
+            weights = tf.where(mask, scores, tf.zeros_like(scores))
+
+        output = tf.einsum("bl,bld->bd", weights, keys)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "hidden_units": list(self.hidden_units),
+            "activation": self.activation,
+            "use_softmax": self.use_softmax,
+            "dice_momentum": self.dice_momentum,
+            "dice_epsilon": self.dice_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+        })
+        return config

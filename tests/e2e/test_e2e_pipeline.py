@@ -1,0 +1,168 @@
+"""End-to-end: logs -> every TFX component -> pushed SavedModel -> REST predictions.
+
+1. Simulated logs driven through the `tfx` CLI exactly as the README says
+   (`tfx pipeline create` + `tfx run create`, local engine): blessed, pushed, REST.
+2. Blessing gates, on the same pipeline root and MLMD store (so run 1 is the latest
+   blessed model): the same trainer with ``shuffle_labels_seed`` (run_fn's diagnostic
+   knob: labels permuted within each training batch, so the model learns no
+   feature-label link) run in-process with caching on reuses LogExampleGen ...
+   Transform from run 1 (checked), is evaluated against run 1's model (Resolver,
+   LatestBlessedModelStrategy), fails the AUC floor and the allowed AUC drop ->
+   NOT_BLESSED; the Pusher publishes nothing, the serving dir keeps run 1's version.
+3. A subset of the real KuaiRand-Pure logs in-process with DIN and both watch heads
+   (CREAD + CQE; skipped when ../shared/data/kuairand-pure is absent).
+
+Runs 1 and 3 also check the ModelReport (renders in headless Chromium, screenshot
+under tests/artifacts/) and the TensorBoard tags under the pipeline root. Tests 1 and
+2 share run 1 (module fixture) and run in file order.
+"""
+import csv
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import e2e_utils
+from tests.conftest import KUAIRAND_DIR, ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def _tfx_cli(args, env):
+    tfx_bin = os.path.join(os.path.dirname(sys.executable), "tfx")
+    proc = subprocess.run([tfx_bin] + args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, f"tfx {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """Simulated logs run once through the tfx CLI; returns (logs dir, output dir, tmp)."""
+    from data.simulator import simulate
+
+    tmp_path = tmp_path_factory.mktemp("cli_run")
+    logs = tmp_path / "logs"
+    simulate(str(logs), num_users=400, num_videos=300, num_days=5, impressions_per_user_day=8.0, seed=11)
+    out = tmp_path / "out"
+    env = dict(os.environ, LOGS=str(logs), OUTPUT_DIR=str(out), LOCAL_HOME=str(tmp_path / "tfx_home"),
+               TF_USE_LEGACY_KERAS="1", PYTHONPATH=ROOT)
+
+    created = _tfx_cli(["pipeline", "create", "--engine", "local", "--pipeline_path", "local_runner.py"], env)
+    assert 'Pipeline "watchtime_ranker" created successfully' in created
+    listed = _tfx_cli(["pipeline", "list", "--engine", "local"], env)
+    assert "watchtime_ranker" in listed
+    _tfx_cli(["run", "create", "--engine", "local", "--pipeline_name", "watchtime_ranker"], env)
+    return str(logs), str(out), tmp_path
+
+
+def test_tfx_cli_local_engine_on_simulated_logs(cli_run):
+    _, out, tmp_path = cli_run
+    out = Path(out)
+    counts = e2e_utils.dead_letter_counts(str(out))
+    assert counts["bad_rows"] == 0
+    assert e2e_utils.blessed(str(out))
+    assert len(e2e_utils.pushed_versions(str(out))) == 1
+    metrics = e2e_utils.evaluation_metrics(str(out))
+    assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
+    assert metrics["click_prob/gauc_num_users_used"] > 0 and 0.0 <= metrics["click_prob/gauc"] <= 1.0
+    assert 0.5 < metrics["watch_time_s/xauc"] <= 1.0, metrics
+    assert metrics["click_prob/example_count"] == counts["splits"]["eval"]
+    assert {"tab", "user_active_degree", "duration_bucket"} <= e2e_utils.sliced_features(str(out))
+    instances, predictions = e2e_utils.rest_predictions(str(out), n=5)
+    e2e_utils.assert_predictions_in_range(instances, predictions)
+    e2e_utils.check_report_and_tensorboard(str(out), "model_report_simulated.png", str(tmp_path))
+
+
+def _executions(pipeline_root, component, output):
+    return sorted(glob.glob(os.path.join(pipeline_root, component, output, "*")),
+                  key=lambda d: int(os.path.basename(d)))
+
+
+def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
+    from tfx import v1 as tfx
+
+    import local_runner
+    from components.model_report import inputs
+    from pipeline import configs
+
+    logs, out, _ = cli_run
+    root = configs.output_paths(out)["pipeline_root"]
+    assert e2e_utils.blessed(out)  # run 1 (the CLI run) is the latest blessed model
+    versions = e2e_utils.pushed_versions(out)
+    assert len(versions) == 1
+    good_auc = e2e_utils.evaluation_metrics(out)["click_prob/auc"]
+
+    degraded = dict(local_runner.trainer_config(), shuffle_labels_seed=1)
+    tfx.orchestration.LocalDagRunner().run(local_runner.build(logs, out, enable_cache=True, trainer_config=degraded))
+
+    # Upstream outputs came from the cache; the trainer ran again.
+    assert len(_executions(root, "LogExampleGen", "examples")) == 1
+    assert len(_executions(root, "Transform", "transform_graph")) == 1
+    assert len(_executions(root, "Trainer", "model")) == 2
+
+    assert not e2e_utils.blessed(out)
+    assert e2e_utils.pushed_versions(out) == versions  # nothing new published
+    evaluation = inputs.load_evaluation(_executions(root, "Evaluator", "evaluation")[-1])
+    assert evaluation.has_baseline and not evaluation.validation_ok
+    failed = {(g.output, g.metric, g.kind) for g in evaluation.gates if not g.passed}
+    assert ("click_prob", "auc", "change") in failed, evaluation.gates
+    overall = evaluation.overall()
+    assert overall.metrics["click_prob"]["auc"] < good_auc - 0.05
+    assert overall.baseline["click_prob"]["auc"] == pytest.approx(good_auc, abs=1e-6)
+    # The report of the degraded run says so.
+    page = open(os.path.join(e2e_utils.newest_report_dir(out), "index.html"), encoding="utf-8").read()
+    assert "NOT BLESSED" in page and 'class="fail"' in page
+
+
+def _kuairand_subset(dst, user_modulo):
+    """Every log row of users with user_id % user_modulo == 0, plus the full side tables."""
+    os.makedirs(dst)
+    for name in os.listdir(KUAIRAND_DIR):
+        src = os.path.join(KUAIRAND_DIR, name)
+        if name.startswith("log_"):
+            with open(src, newline="") as fin, open(os.path.join(dst, name), "w", newline="") as fout:
+                reader, writer = csv.reader(fin), csv.writer(fout)
+                writer.writerow(next(reader))
+                writer.writerows(r for r in reader if int(r[0]) % user_modulo == 0)
+        elif name.endswith(".csv"):
+            os.symlink(src, os.path.join(dst, name))
+
+
+@pytest.mark.skipif(not glob.glob(os.path.join(KUAIRAND_DIR, "log_*.csv")),
+                    reason=f"real KuaiRand-Pure logs not found at {KUAIRAND_DIR}")
+def test_pipeline_on_real_kuairand_subset(tmp_path):
+    from tfx import v1 as tfx
+
+    import local_runner
+
+    from pipeline import configs
+
+    logs = str(tmp_path / "kuairand")
+    _kuairand_subset(logs, user_modulo=12)
+    out = str(tmp_path / "out")
+    # DIN with both watch heads: target attention, CREAD (EAD asset) and CQE quantiles
+    # through Transform, Trainer, Evaluator, Pusher, REST and the report on real logs
+    trainer_config = dict(local_runner.trainer_config(), model_type="din", watch_head="cread+cqe",
+                          ranker_params=dict(configs.RANKER_PARAMS["din"]))
+    tfx.orchestration.LocalDagRunner().run(local_runner.build(logs, out, trainer_config=trainer_config))
+
+    counts = e2e_utils.dead_letter_counts(out)
+    assert counts["good_rows"] > 10000 and min(counts["splits"].values()) > 0
+    assert e2e_utils.blessed(out)
+    metrics = e2e_utils.evaluation_metrics(out)
+    assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
+    assert 0.0 <= metrics["quantiles/mean_coverage_error"] < 0.1, metrics
+    instances, predictions = e2e_utils.rest_predictions(out, n=8)
+    e2e_utils.assert_predictions_in_range(instances, predictions)
+    for pred in predictions:
+        q = pred["quantiles"]
+        assert len(q) == configs.CQE["num_quantiles"] and all(b >= a for a, b in zip(q, q[1:]))
+    e2e_utils.check_report_and_tensorboard(out, "model_report_kuairand.png", str(tmp_path))
+    index = os.path.join(e2e_utils.newest_report_dir(out), "index.html")
+    assert "plots/quantile_calibration.png" in e2e_utils.image_sources(index)
+    tags = e2e_utils.tensorboard_tags(configs.output_paths(out)["pipeline_root"])
+    assert {"attention/target_attention/weights", "quantiles/spread", "cread/survival",
+            "model_analysis/overall/quantiles/mean_coverage_error"} <= tags, sorted(tags)

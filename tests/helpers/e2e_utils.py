@@ -1,0 +1,205 @@
+"""Shared checks for end-to-end runs: the pushed model answers REST predictions."""
+import glob
+import json
+import math
+import os
+
+from models import features as F
+from pipeline import configs
+
+
+def pushed_versions(output_dir: str) -> list:
+    base = configs.output_paths(output_dir)["serving_model_dir"]
+    return sorted(glob.glob(os.path.join(base, "*", "saved_model.pb")))
+
+
+def rest_predictions(output_dir: str, n: int = 5):
+    """Starts the embedded server on the pushed model, predicts n held-back eval rows."""
+    from pipeline.run_local import held_back_examples
+    from serving.client import examples_to_instances, predict
+    from serving.server import start_server
+
+    paths = configs.output_paths(output_dir)
+    server, port = start_server(paths["serving_model_dir"], configs.MODEL_NAME, port=0)
+    try:
+        serialized = held_back_examples(paths["pipeline_root"], n)
+        instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)
+        predictions = predict(f"http://127.0.0.1:{port}", configs.MODEL_NAME, instances)
+    finally:
+        server.stop()
+    return instances, predictions
+
+
+def assert_predictions_in_range(instances, predictions):
+    assert len(predictions) == len(instances) > 0
+    for pred in predictions:
+        click = pred["click_prob"][0] if isinstance(pred["click_prob"], list) else pred["click_prob"]
+        watch = pred["watch_time_s"][0] if isinstance(pred["watch_time_s"], list) else pred["watch_time_s"]
+        assert 0.0 <= click <= 1.0, pred
+        assert math.isfinite(watch) and 0.0 <= watch < 3600.0, pred
+
+
+def _eval_result(output_dir: str):
+    import tensorflow_model_analysis as tfma
+
+    root = configs.output_paths(output_dir)["pipeline_root"]
+    runs = sorted(glob.glob(os.path.join(root, "Evaluator", "evaluation", "*")), key=lambda d: int(os.path.basename(d)))
+    return tfma.load_eval_result(runs[-1])
+
+
+def sliced_features(output_dir: str) -> set:
+    """Feature names the newest evaluation has slices for."""
+    return {name for key, _ in _eval_result(output_dir).slicing_metrics for name, _ in key}
+
+
+def evaluation_metrics(output_dir: str) -> dict:
+    """Overall-slice metrics of the newest Evaluator run, as {output/metric: value}."""
+    result = _eval_result(output_dir)
+    metrics = {}
+    for slice_key, by_output in result.slicing_metrics:
+        if slice_key != ():
+            continue
+        for output, by_sub in by_output.items():
+            for metric, value in by_sub[""].items():
+                if "doubleValue" in value:
+                    metrics[f"{output}/{metric}"] = value["doubleValue"]
+    return metrics
+
+
+def blessed(output_dir: str) -> bool:
+    root = configs.output_paths(output_dir)["pipeline_root"]
+    runs = sorted(glob.glob(os.path.join(root, "Evaluator", "blessing", "*")), key=lambda d: int(os.path.basename(d)))
+    return os.path.exists(os.path.join(runs[-1], "BLESSED"))
+
+
+def dead_letter_counts(output_dir: str) -> dict:
+    root = configs.output_paths(output_dir)["pipeline_root"]
+    found = sorted(glob.glob(os.path.join(root, "LogExampleGen", "*", "*", "counts.json")))
+    with open(found[-1]) as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------- model analysis report
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "artifacts")  # git-ignored
+
+
+def newest_report_dir(output_dir: str) -> str:
+    root = configs.output_paths(output_dir)["pipeline_root"]
+    runs = sorted(glob.glob(os.path.join(root, "ModelReport", "report", "*")), key=lambda d: int(os.path.basename(d)))
+    assert runs, f"no ModelReport output under {root}"
+    return runs[-1]
+
+
+def image_sources(index_html: str) -> list:
+    """Every <img src> of a page."""
+    from html.parser import HTMLParser
+
+    class _Images(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.srcs = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "img":
+                self.srcs.append(dict(attrs).get("src"))
+
+    parser = _Images()
+    with open(index_html, encoding="utf-8") as f:
+        parser.feed(f.read())
+    return parser.srcs
+
+
+def broken_images(index_html: str) -> list:
+    """<img src> of the page that are missing, empty or not relative files."""
+    base = os.path.dirname(index_html)
+    return [src for src in image_sources(index_html)
+            if not src or "://" in src or not os.path.isfile(os.path.join(base, src))
+            or os.path.getsize(os.path.join(base, src)) == 0]
+
+
+def chromium_screenshot(index_html: str, png: str, tmp_dir: str, timeout: int = 120) -> str:
+    """Opens the page in headless Chromium and screenshots it; returns Chromium's stderr.
+
+    Fails if Chromium exits non-zero or writes no PNG. Console errors (e.g. a resource
+    that failed to load) are in the returned log (--enable-logging=stderr).
+    """
+    import subprocess
+    import tempfile
+
+    assert os.path.exists(CHROMIUM), f"{CHROMIUM} not found: run `make chromium` (Debian package chromium)"
+    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_dir)
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--enable-logging=stderr", "--v=0",
+           f"--user-data-dir={profile}", f"--screenshot={png}", "--window-size=1280,2000",
+           "file://" + os.path.abspath(index_html)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"chromium exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    assert os.path.isfile(png) and os.path.getsize(png) > 0, f"no screenshot written:\n{proc.stderr[-4000:]}"
+    return proc.stderr
+
+
+def console_errors(chromium_log: str) -> list:
+    """Lines of a Chromium log that report a page error (failed resource, JS error)."""
+    markers = ("ERR_FILE_NOT_FOUND", "Failed to load resource", "Uncaught", ":CONSOLE")  # page's console
+    return [line for line in chromium_log.splitlines() if any(m in line for m in markers)]
+
+
+def png_is_blank(png: str) -> bool:
+    """True when the image is (almost) a single colour."""
+    from PIL import Image
+
+    with Image.open(png) as img:
+        gray = img.convert("L")
+        lo, hi = gray.getextrema()
+        colours = gray.getcolors(maxcolors=1 << 16) or []
+    return hi - lo < 32 or len(colours) < 8
+
+
+def tensorboard_tags(logdir: str) -> set:
+    """Every summary tag of the event files under logdir (recursively)."""
+    import tensorflow as tf
+
+    tags = set()
+    for path in glob.glob(os.path.join(logdir, "**", "events.out.tfevents.*"), recursive=True):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.add(value.tag)
+    return tags
+
+
+def check_report_and_tensorboard(output_dir: str, screenshot_name: str, tmp_dir: str, blessed: bool = True) -> str:
+    """The newest ModelReport: page renders in headless Chromium (screenshot kept under
+    tests/artifacts/), every image exists, the blessing is the Evaluator's; TensorBoard
+    event files under the pipeline root hold training and model-analysis tags.
+    Returns the screenshot path."""
+    report_dir = newest_report_dir(output_dir)
+    index = os.path.join(report_dir, "index.html")
+    assert os.path.isfile(index), index
+    assert broken_images(index) == []
+    srcs = image_sources(index)
+    assert "plots/watch_time_distribution.png" in srcs and "plots/click_calibration.png" in srcs, srcs
+    with open(os.path.join(report_dir, "report.json")) as f:
+        assert json.load(f)["blessed"] is blessed
+    with open(index, encoding="utf-8") as f:
+        page = f.read()
+    assert ("NOT BLESSED" not in page) if blessed else ("NOT BLESSED" in page)
+    os.makedirs(ARTIFACTS_DIR, exist_ok=True)
+    png = os.path.join(ARTIFACTS_DIR, screenshot_name)
+    if os.path.exists(png):
+        os.remove(png)
+    log = chromium_screenshot(index, png, tmp_dir)
+    assert console_errors(log) == []
+    assert not png_is_blank(png)
+    print(f"model report {index}; screenshot {png}")
+
+    root = configs.output_paths(output_dir)["pipeline_root"]
+    tags = tensorboard_tags(root)  # what `tensorboard --logdir <pipeline root>` shows
+    assert {"epoch_loss", "epoch_click_prob_loss", "learning_rate"} <= tags, sorted(tags)[:50]  # Trainer
+    assert {"model_analysis/overall/click_prob/auc", "model_analysis/overall/watch_time_s/xauc",
+            "model_analysis/overall/watch_time_s/mean_absolute_error", "model_analysis/blessed"} <= tags
+    for feature in configs.EVAL_SLICE_FEATURES:
+        assert any(t.startswith(f"model_analysis/{feature}=") and t.endswith("/click_prob/auc") for t in tags), feature
+    return png

@@ -1,0 +1,134 @@
+"""Subprocess body of the strategy tests: trains a ranker a few steps, writes JSON.
+
+    python -m tests.helpers.strategy_worker mirrored2 OUT.json
+    TF_CONFIG=... python -m tests.helpers.strategy_worker multi_worker OUT.json BACKUP_DIR
+    python -m tests.helpers.strategy_worker parameter_server OUT.json
+
+Runs in its own process because logical devices and cluster servers must be set up
+before TensorFlow initialises its runtime.
+"""
+import json
+import os
+import socket
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+L = 5
+STEPS = 3
+GLOBAL_BATCH = 16
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _data(sizes, n, seed=0):
+    from tests.helpers.ranker_utils import random_transformed
+
+    return random_transformed(n, L, sizes, seed=seed)
+
+
+def _checksum(model):
+    import numpy as np
+
+    return float(sum(np.sum(np.asarray(w, dtype=np.float64)) for w in model.get_weights()))
+
+
+def mirrored2(out):
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from models.training import strategies
+    from models.training.run_fn import build_ranker
+    from tests.helpers.ranker_utils import small_vocab_sizes
+
+    strategy = strategies.make_strategy("mirrored")
+    sizes = small_vocab_sizes()
+    with strategy.scope():
+        model = build_ranker("din", sizes, L, {"embedding_dim": 4})
+    x, y = _data(sizes, GLOBAL_BATCH * STEPS)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    history = model.fit(ds, epochs=1, verbose=0)
+    per_replica = strategy.run(lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
+    json.dump({"replicas": strategy.num_replicas_in_sync,
+               "replica_ids": sorted(int(v) for v in strategy.experimental_local_results(per_replica)),
+               "devices": list(strategy.extended.worker_devices),
+               "loss": history.history["loss"][-1], "steps": STEPS}, open(out, "w"))
+
+
+def multi_worker(out, backup_dir):
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from models.training import strategies
+    from models.training.run_fn import build_ranker
+    from tests.helpers.ranker_utils import small_vocab_sizes
+
+    strategy = strategies.make_strategy("multi_worker")
+    sizes = small_vocab_sizes()
+    with strategy.scope():
+        model = build_ranker("baseline", sizes, L, {"embedding_dim": 4, "hidden_units": [16]})
+    x, y = _data(sizes, GLOBAL_BATCH * STEPS)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    backup = keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
+    history = model.fit(ds, epochs=2, verbose=0, callbacks=[backup])
+    json.dump({"replicas": strategy.num_replicas_in_sync, "task": list(strategies.task()),
+               "chief": strategies.is_chief(), "loss": history.history["loss"],
+               "checksum": _checksum(model)}, open(out, "w"))
+
+
+def parameter_server(out):
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from models.training import strategies
+    from models.training.run_fn import build_ranker
+    from tests.helpers.ranker_utils import small_vocab_sizes
+
+    # In-process cluster: 1 worker + 2 ps servers in this process, this process is the chief.
+    spec = {"worker": [f"localhost:{free_port()}"], "ps": [f"localhost:{free_port()}" for _ in range(2)]}
+    cluster = tf.train.ClusterSpec(spec)
+    config = tf.compat.v1.ConfigProto()
+    for job, addresses in spec.items():
+        for i in range(len(addresses)):
+            tf.distribute.Server(cluster, job_name=job, task_index=i, protocol="grpc", config=config,
+                                 start=True)
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+    # video table: 2002 rows x 8 x 4 B = 64 KB -> two 32 KB shards at min 16 KB
+    strategy = strategies.make_strategy("parameter_server", cluster_resolver=resolver,
+                                        ps_min_shard_bytes=16 << 10, ps_max_shards=2)
+    sizes = dict(small_vocab_sizes(), video_id=2000)
+    with strategy.scope():
+        model = build_ranker("baseline", sizes, L, {"embedding_dim": 8, "hidden_units": [16]})
+    table = model.get_layer("features").tables["video_id"]
+    before = np.concatenate([v.numpy() for v in table.variables])
+    x, y = _data(sizes, GLOBAL_BATCH * 8)
+
+    def dataset_fn(input_context):
+        return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH)
+
+    history = model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=1,
+                        steps_per_epoch=STEPS, verbose=0)
+    after = np.concatenate([v.numpy() for v in table.variables])
+    json.dump({"sharded": type(table).__name__, "shards": len(table.variables),
+               "shard_devices": [v.device for v in table.variables],
+               "shape": list(table.shape), "loss": history.history["loss"],
+               "changed_rows": int(np.sum(np.any(before != after, axis=1)))}, open(out, "w"))
+
+
+if __name__ == "__main__":
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "mirrored2":
+        mirrored2(out)
+    elif mode == "multi_worker":
+        multi_worker(out, sys.argv[3])
+    elif mode == "parameter_server":
+        parameter_server(out)
+    else:
+        raise ValueError(f"unknown mode {mode!r}")

@@ -1,0 +1,131 @@
+"""DIN target attention: masking, permutation equivariance, empty histories, numbers."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from models.layers.target_attention import TargetAttention
+
+B, L, D = 3, 5, 4
+
+
+def inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(B, D)).astype(np.float32)
+    keys = rng.normal(size=(B, L, D)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1]], bool)
+    return query, keys, mask
+
+
+def test_matches_numpy_activation_unit():
+    query, keys, mask = inputs()
+    att = TargetAttention(hidden_units=(6, 3), activation="sigmoid")
+    out, w = att(query, keys, mask=mask, return_attention_scores=True)
+    (k0, b0), (k1, b1), (k2, b2) = [(d.kernel.numpy(), d.bias.numpy())
+                                    for d in att.hidden_layers + [att.score_layer]]
+    sig = lambda z: 1 / (1 + np.exp(-z))
+    t = np.broadcast_to(query[:, None], keys.shape)
+    feats = np.concatenate([keys, t, keys - t, keys * t], -1)
+    scores = (sig(sig(feats @ k0 + b0) @ k1 + b1) @ k2 + b2)[..., 0]
+    expected_w = np.where(mask, scores, 0.0)  # no softmax (paper)
+    np.testing.assert_allclose(w.numpy(), expected_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), np.einsum("bl,bld->bd", expected_w, keys),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation,training", [("dice", True), ("dice", False),
+                                                 ("prelu", None), ("sigmoid", None)])
+def test_padded_keys_never_change_the_output(activation, training):
+    query, keys, mask = inputs()
+    att = TargetAttention(hidden_units=(8, 4), activation=activation)
+    out, w = att(query, keys, mask=mask, training=training, return_attention_scores=True)
+    garbage = keys.copy()
+    garbage[~mask] = np.random.default_rng(9).normal(scale=100.0, size=(~mask).sum() * D).reshape(-1, D)
+    out2, w2 = att(query, garbage, mask=mask, training=training, return_attention_scores=True)
+    np.testing.assert_allclose(out2.numpy(), out.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(w2.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+    assert np.all(w.numpy()[~mask] == 0.0)
+
+
+@pytest.mark.parametrize("use_softmax", [False, True])
+def test_permuting_history_permutes_weights_and_keeps_output(use_softmax):
+    query, keys, mask = inputs(1)
+    att = TargetAttention(hidden_units=(8,), activation="dice", use_softmax=use_softmax)
+    out, w = att(query, keys, mask=mask, training=False, return_attention_scores=True)
+    perm = np.array([3, 0, 4, 2, 1])
+    out_p, w_p = att(query, keys[:, perm], mask=mask[:, perm], training=False,
+                     return_attention_scores=True)
+    np.testing.assert_allclose(w_p.numpy(), w.numpy()[:, perm], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out_p.numpy(), out.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("use_softmax", [False, True])
+@pytest.mark.parametrize("training", [True, False])
+def test_empty_history_gives_zero_vector(use_softmax, training):
+    query, keys, _ = inputs(2)
+    att = TargetAttention(hidden_units=(8, 4), use_softmax=use_softmax)
+    out, w = att(query, keys, mask=np.zeros((B, L), bool), training=training,
+                 return_attention_scores=True)
+    np.testing.assert_array_equal(out.numpy(), np.zeros((B, D)))
+    np.testing.assert_array_equal(w.numpy(), np.zeros((B, L)))
+    out0, w0 = att(query, np.zeros((B, 0, D), np.float32), mask=np.zeros((B, 0), bool),
+                   training=training, return_attention_scores=True)
+    assert out0.shape == (B, D) and w0.shape == (B, 0)
+    np.testing.assert_array_equal(out0.numpy(), np.zeros((B, D)))
+    assert all(np.isfinite(v.numpy()).all() for v in att.weights)
+
+
+def test_softmax_weights_sum_to_one_over_valid_items():
+    query, keys, mask = inputs(3)
+    att = TargetAttention(hidden_units=(8,), activation="prelu", use_softmax=True)
+    out, w = att(query, keys, mask=mask.astype(np.float32), return_attention_scores=True)
+    w = w.numpy()
+    np.testing.assert_allclose(w.sum(-1), np.ones(B), rtol=1e-6)
+    assert np.all(w[~mask] == 0.0) and np.all(w[mask] > 0.0)
+    np.testing.assert_allclose(out.numpy(), np.einsum("bl,bld->bd", w, keys), rtol=1e-5, atol=1e-6)
+
+
+def test_no_mask_means_all_items_valid():
+    query, keys, _ = inputs(4)
+    att = TargetAttention(hidden_units=(4,), activation="sigmoid")
+    np.testing.assert_allclose(att(query, keys).numpy(),
+                               att(query, keys, mask=np.ones((B, L), bool)).numpy())
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"hidden_units": (8, 0)},
+    {"hidden_units": 8},
+    {"activation": "swish"},
+    {"activation": None},
+])
+def test_invalid_arguments(kwargs):
+    with pytest.raises(ValueError):
+        TargetAttention(**kwargs)
+
+
+def test_dimension_mismatch_is_rejected():
+    with pytest.raises(ValueError):
+        TargetAttention()(tf.zeros([2, 3]), tf.zeros([2, 4, 5]))
+
+
+def test_get_config_round_trip():
+    att = TargetAttention(hidden_units=(16, 8), activation="prelu", use_softmax=True, name="ta")
+    clone = TargetAttention.from_config(att.get_config())
+    assert clone.get_config() == att.get_config()
+
+
+def test_saved_model_round_trip(tmp_path):
+    query_in = keras.Input((D,), name="query")
+    keys_in = keras.Input((L, D), name="keys")
+    mask_in = keras.Input((L,), dtype=tf.bool, name="mask")
+    out, w = TargetAttention(hidden_units=(8, 4))(query_in, keys_in, mask=mask_in,
+                                                  return_attention_scores=True)
+    model = keras.Model([query_in, keys_in, mask_in], [out, w])
+    query, keys, mask = inputs(5)
+    model([query, keys, mask], training=True)  # move Dice's moving averages
+    expected = [t.numpy() for t in model([query, keys, mask], training=False)]
+    model.save(str(tmp_path / "m"), save_format="tf")
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    got = loaded([tf.constant(query), tf.constant(keys), tf.constant(mask)], training=False)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,229 @@
+"""Rankers: train a few steps, export with run_fn's serving signatures, reload, same numbers."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from models import features as F
+from models.layers.feature_layer import FeatureLayer, model_inputs
+from models import heads as H
+from models.watch_time.cqe import interpolate_quantile, quantile_levels
+from models.training.run_fn import (RANKERS, build_ranker, ead_thresholds_from_transform_output,
+                           export_serving_model, vocab_sizes)
+from tests.helpers.ranker_utils import (build_transform_output, random_transformed, raw_batch, raw_rows,
+                                small_vocab_sizes)
+
+L = 5
+# every ranker, plus BST with relative positions
+VARIANTS = [("lr", {}), ("baseline", {}), ("xdeepfm", {"cin_layer_sizes": [8, 6]}),
+            ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [16, 8]}),
+            ("bst", {"mlp_hidden_units": [16]}),
+            ("bst", {"mlp_hidden_units": [16], "relative_positions": True, "max_relative_position": 2})]
+IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative"]
+
+
+@pytest.fixture(scope="module")
+def transform_output(tmp_path_factory):
+    rows = raw_rows(40, L, seed=1)
+    out = build_transform_output(rows, L, str(tmp_path_factory.mktemp("tft_tmp")),
+                                 str(tmp_path_factory.mktemp("tft_out")))
+    return out, raw_rows(12, L, seed=2)  # serving rows: also unseen ids (OOV bucket)
+
+
+def _train(model_type, params, sizes, steps=4, seed=0, hp=None, thresholds=None):
+    """Builds `model_type` with the heads of `hp` (default: click + regression) and
+    trains `steps` batches on random transformed data."""
+    tf.random.set_seed(seed)
+    model = build_ranker(model_type, sizes, L, {"embedding_dim": 4, "ranker_params": params, **(hp or {})},
+                         ead_thresholds=thresholds)
+    if steps:
+        x, y = random_transformed(32 * steps, L, sizes, seed=seed)
+        y = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    return model
+
+
+def _serialize(rows):
+    spec = F.raw_feature_spec(L)
+    out = []
+    for r in rows:
+        feats = {}
+        for k, s in spec.items():
+            v = r[k] if isinstance(r[k], list) else [r[k]]
+            if s.dtype == tf.int64:
+                feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+            elif s.dtype == tf.float32:
+                feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=v))
+            else:
+                feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
+        out.append(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+    return out
+
+
+@pytest.mark.parametrize("model_type,params", VARIANTS[:5], ids=IDS[:5])  # relative BST: padding test
+def test_train_export_reload_same_predictions(model_type, params, transform_output, tmp_path):
+    tft_output, rows = transform_output
+    model = _train(model_type, params, vocab_sizes(tft_output))
+    raw = raw_batch(rows, L)
+    transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
+    before = model({k: transformed[k] for k in model.input_names}, training=False)
+    assert np.all((before["click_prob"].numpy() > 0) & (before["click_prob"].numpy() < 1))
+    assert np.all(np.isfinite(before["watch_time_s"].numpy()))
+    assert np.std(before["click_prob"].numpy()) > 0  # not a constant model
+
+    export_dir = str(tmp_path / "export")
+    export_serving_model(model, tft_output, L, export_dir)
+    loaded = tf.saved_model.load(export_dir)  # no custom objects
+    after = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()})
+    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(_serialize(rows)))
+    for name in ("click_prob", "watch_time_s"):
+        assert after[name].shape == (len(rows), 1)
+        np.testing.assert_allclose(after[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(from_examples[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-6)
+
+
+NUM_Q = 9
+# CREAD and CQE together on every ranker (both heads' code paths), each alone on one
+# CREAD and CQE together on the two sequence rankers, each alone on the baseline (the
+# heads sit on the ranker's last hidden layer, the same code path for every ranker).
+_WITH_HEADS = [i for i, name in enumerate(IDS[:5]) if name in ("din", "bst")]
+WATCH_VARIANTS = ([(VARIANTS[i][0], VARIANTS[i][1], "cread+cqe") for i in _WITH_HEADS]
+                  + [("baseline", {}, "cread"), ("baseline", {}, "cqe")])
+WATCH_IDS = [f"{IDS[i]}-cread+cqe" for i in _WITH_HEADS] + ["baseline-cread", "baseline-cqe"]
+
+
+@pytest.mark.parametrize("model_type,params,watch_head", WATCH_VARIANTS, ids=WATCH_IDS)
+def test_watch_heads_train_export_reload_same_predictions(model_type, params, watch_head,
+                                                          transform_output, tmp_path):
+    """Each watch head on each ranker: trains, exports with run_fn's signatures, reloads
+    (no custom objects) with identical outputs; stable output names; CQE quantiles
+    monotone in the served model; serving_dqc with the default k = serving_default."""
+    tft_output, rows = transform_output
+    thresholds = ead_thresholds_from_transform_output(tft_output)
+    hp = {"watch_head": watch_head, "cqe": {"num_quantiles": NUM_Q}, "ranking_score": "click_prob * watch_time_s"}
+    model = _train(model_type, params, vocab_sizes(tft_output), hp=hp, thresholds=thresholds)
+    raw = raw_batch(rows, L)
+    transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
+    before = model({k: transformed[k] for k in model.input_names}, training=False)
+
+    export_dir = str(tmp_path / "export")
+    export_serving_model(model, tft_output, L, export_dir)
+    loaded = tf.saved_model.load(export_dir)
+    request = {k: tf.constant(v) for k, v in raw.items()}
+    after = loaded.signatures["serving_default"](**request)
+    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(_serialize(rows)))
+    cqe = "cqe" in watch_head
+    expected = {"click_prob", "watch_time_s", "ranking_score"} | (
+        {"quantiles", "cse", "dqc", "cde"} if cqe else set())
+    assert set(after) == expected and set(from_examples) == expected  # no training-only outputs
+    assert ("serving_dqc" in loaded.signatures) == cqe
+    n = len(rows)
+    for name in expected:
+        assert after[name].shape == ((n, NUM_Q) if name == "quantiles" else (n, 1)), name
+        np.testing.assert_allclose(after[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(from_examples[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-5)
+    watch = after["watch_time_s"].numpy()
+    assert np.all(np.isfinite(watch)) and np.all(watch >= 0)
+    if "cread" in watch_head:  # restoration of φ ∈ (0, 1): 0 < ŷ < T_max
+        assert np.all(watch < thresholds[-1])
+    np.testing.assert_allclose(after["ranking_score"].numpy(),
+                               after["click_prob"].numpy() * watch, rtol=1e-5, atol=1e-6)
+    if cqe:
+        q = after["quantiles"].numpy()
+        assert np.all(np.diff(q, axis=1) >= 0) and np.all(q >= 0)
+        if watch_head == "cqe":
+            np.testing.assert_allclose(watch, after["cde"].numpy(), rtol=1e-6)
+        dqc = loaded.signatures["serving_dqc"](dqc_k=tf.fill([n], 0.5), **request)
+        for name in expected:
+            np.testing.assert_allclose(dqc[name].numpy(), after[name].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_serving_dqc_honours_k_and_ranking_score_follows(transform_output, tmp_path):
+    """dqc = k·t_0.25 + (1 − k)·t_0.7 per request; a ranking score using dqc follows k."""
+    tft_output, rows = transform_output
+    hp = {"watch_head": "cqe", "cqe": {"num_quantiles": NUM_Q}, "ranking_score": "click_prob * dqc"}
+    model = _train("baseline", {}, vocab_sizes(tft_output), hp=hp)
+    export_dir = str(tmp_path / "export")
+    export_serving_model(model, tft_output, L, export_dir)
+    serve = tf.saved_model.load(export_dir).signatures["serving_dqc"]
+    request = {k: tf.constant(v) for k, v in raw_batch(rows, L).items()}
+    k = np.linspace(0.0, 1.0, len(rows)).astype(np.float32)
+    out = serve(dqc_k=tf.constant(k), **request)
+    q = out["quantiles"].numpy().astype(np.float64)
+    taus = quantile_levels(NUM_Q)
+    t_low, t_high = interpolate_quantile(q, 0.25, taus), interpolate_quantile(q, 0.7, taus)
+    np.testing.assert_allclose(out["cse"].numpy()[:, 0], t_low, rtol=1e-5)
+    np.testing.assert_allclose(out["dqc"].numpy()[:, 0], k * t_low + (1 - k) * t_high, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["ranking_score"].numpy(), out["click_prob"].numpy() * out["dqc"].numpy(),
+                               rtol=1e-5, atol=1e-7)
+    assert np.all(t_high > t_low)  # k really matters
+
+
+@pytest.mark.parametrize("model_type,params", VARIANTS, ids=IDS)
+def test_padding_never_changes_predictions(model_type, params):
+    sizes = small_vocab_sizes()
+    model = _train(model_type, params, sizes, steps=0)  # structure, not training, is under test
+    x, _ = random_transformed(16, L, sizes, seed=5)
+    pad = x["hist_mask_xf"] == 0
+    assert pad.any()
+    noisy = dict(x)
+    rng = np.random.default_rng(9)
+    for k in F.HISTORY_ID_FEATURES:
+        name = F.transformed_name(k)
+        noisy[name] = np.where(pad, rng.integers(1, 10, pad.shape), x[name]).astype(np.int64)
+    for k in F.HISTORY_VALUE_FEATURES:
+        name = F.transformed_name(k)
+        noisy[name] = np.where(pad, rng.normal(3.0, 1.0, pad.shape), x[name]).astype(np.float32)
+    a, b = model(x, training=False), model(noisy, training=False)
+    for name in a:
+        np.testing.assert_allclose(a[name].numpy(), b[name].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_rankers_learn_a_simple_signal():
+    """A few epochs on 'click iff even video id' must beat chance clearly (DIN + LR)."""
+    sizes = small_vocab_sizes()
+    x, y = random_transformed(512, L, sizes, seed=3)
+    for model_type in ("lr", "din"):
+        tf.random.set_seed(0)
+        model = build_ranker(model_type, sizes, L, {"embedding_dim": 4, "learning_rate": 0.02})
+        model.fit(x, y, batch_size=64, epochs=6, verbose=0)
+        p = model.predict(x, verbose=0)["click_prob"].reshape(-1)
+        assert keras.metrics.AUC()(y["click_prob"], p).numpy() > 0.8, model_type
+
+
+def test_unknown_model_type_and_bad_params_raise():
+    with pytest.raises(ValueError, match="unknown model_type 'deepfm'"):
+        build_ranker("deepfm", small_vocab_sizes(), L)
+    with pytest.raises(ValueError, match="bad ranker_params"):
+        build_ranker("din", small_vocab_sizes(), L, {"ranker_params": {"cin_layer_sizes": [4]}})
+    assert set(RANKERS) == {"lr", "baseline", "xdeepfm", "din", "bst"}
+
+
+def test_feature_layer_shares_tables_and_initialises_small():
+    sizes = small_vocab_sizes()
+    layer = FeatureLayer(sizes, embedding_dim=4, linear=True)
+    inputs = model_inputs(L)
+    x, _ = random_transformed(8, L, sizes, seed=4)
+    out = layer(x)
+    names = sorted(w.name for w in layer.weights)
+    # one table per entity: no separate history tables
+    assert not [n for n in names if "hist_" in n], names
+    video = layer.tables["video_id"].numpy()
+    author = layer.tables["author_id"].numpy()
+    np.testing.assert_allclose(out["target_item"].numpy(),
+                               np.concatenate([video[x["video_id_xf"]], author[x["author_id_xf"]]], -1))
+    # history item = [video emb, author emb] + outcome projection, zero at padding
+    mask = x["hist_mask_xf"]
+    outcomes = np.stack([x[F.transformed_name(k)] for k in F.HISTORY_OUTCOME_FEATURES], -1)
+    expected = (np.concatenate([video[x["hist_video_id_xf"]], author[x["hist_author_id_xf"]]], -1)
+                + outcomes @ layer.outcome_kernel.numpy() + layer.outcome_bias.numpy()) * mask[..., None]
+    np.testing.assert_allclose(out["history"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["history_gap_s"].numpy(), np.expm1(x["hist_time_gap_s_xf"]) * mask, rtol=1e-5)
+    assert out["fields"].shape == (8, len(F.ID_FEATURES + F.STRING_FEATURES), 4)
+    # explicit small initialisation (DESIGN §6): embeddings ~0.01, first-order ~1e-4
+    big = FeatureLayer({k: 5000 for k in sizes}, embedding_dim=8, linear=True)
+    big(model_inputs(L))
+    assert 0.007 < np.std(big.tables["video_id"].numpy()) < 0.013
+    assert 0.7e-4 < np.std(big.linear_tables["video_id"].numpy()) < 1.3e-4
+    assert np.std(big.linear_numeric.numpy()) < 1e-3
+    del inputs

@@ -1,0 +1,146 @@
+"""run_fn end to end without a TFX run: transformed example files + TFTransformOutput ->
+train every model_type under the configured strategy -> SavedModel with both signatures."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
+from tfx_bsl.public import tfxio
+
+import local_runner
+from models import features as F
+from models.preprocessing import preprocessing_fn
+from models.training.run_fn import run_fn
+from pipeline import configs
+from tests.helpers.ranker_utils import raw_batch, raw_rows
+
+L = 5
+
+
+@pytest.fixture(scope="module")
+def transformed_files(tmp_path_factory):
+    rows = raw_rows(64, L, seed=3)
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(F.raw_feature_spec(L)))
+    out_dir = str(tmp_path_factory.mktemp("transform_graph"))
+    data_dir = tmp_path_factory.mktemp("transformed")
+    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tmp")), force_tf_compat_v1=False):
+        (transformed, transformed_metadata), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            preprocessing_fn, output_record_batches=False)
+        _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
+    coder = tft.coders.ExampleProtoCoder(transformed_metadata.schema)
+    files = {}
+    for split, part in (("train", transformed[:48]), ("eval", transformed[48:])):
+        path = str(data_dir / f"{split}.gz")
+        with tf.io.TFRecordWriter(path, options="GZIP") as w:
+            for instance in part:
+                w.write(coder.encode(instance))
+        files[split] = [path]
+    return files, out_dir, rows
+
+
+def _data_accessor():
+    def factory(file_pattern, options, schema):
+        return tfxio.TFExampleRecord(file_pattern=file_pattern, schema=schema).TensorFlowDataset(options)
+
+    return DataAccessor(tf_dataset_factory=factory, record_batch_factory=None, data_view_decode_fn=None)
+
+
+def _fn_args(files, transform_dir, tmp_path, **config):
+    custom_config = dict(local_runner.trainer_config(), history_length=L, batch_size=16, embedding_dim=4)
+    custom_config.update(config)
+    return FnArgs(train_files=files["train"], eval_files=files["eval"], transform_output=transform_dir,
+                  serving_model_dir=str(tmp_path / "serving"), model_run_dir=str(tmp_path / "run"),
+                  train_steps=4, eval_steps=1, custom_config=custom_config, data_accessor=_data_accessor())
+
+
+# Every ranker's export/reload is covered by tests/test_rankers.py; here run_fn itself
+# (TFX FnArgs, DataAccessor, strategy, BackupAndRestore) runs on a linear and a
+# sequence ranker, which keeps the suite inside its time budget.
+@pytest.mark.parametrize("model_type", ["lr", "bst"])
+def test_run_fn_trains_and_exports(model_type, transformed_files, tmp_path):
+    files, transform_dir, rows = transformed_files
+    fn_args = _fn_args(files, transform_dir, tmp_path, model_type=model_type,
+                       ranker_params=configs.RANKER_PARAMS[model_type])
+    run_fn(fn_args)
+    with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
+        history = json.load(f)
+    assert history["model_type"] == model_type and history["strategy"] == "mirrored"
+    assert len(history["history"]["loss"]) == 1 and np.isfinite(history["history"]["loss"][0])
+    assert "val_click_prob_auc" in history["history"]
+    loaded = tf.saved_model.load(fn_args.serving_model_dir)
+    raw = {k: tf.constant(v) for k, v in raw_batch(rows[:7], L).items()}
+    out = loaded.signatures["serving_default"](**raw)
+    assert out["click_prob"].shape == (7, 1) and out["watch_time_s"].shape == (7, 1)
+    assert np.all((out["click_prob"].numpy() > 0) & (out["click_prob"].numpy() < 1))
+    # TensorBoard: per-head curves (Keras) and the diagnostics (models/training_diagnostics.py)
+    from tests.helpers.e2e_utils import tensorboard_tags
+
+    tags = tensorboard_tags(fn_args.model_run_dir)
+    assert {"epoch_loss", "epoch_click_prob_loss", "epoch_watch_time_s_loss", "learning_rate"} <= tags, tags
+    if model_type == "bst":
+        assert {"attention/transformer_0/weights", "attention/transformer_0/max_weight"} <= tags, tags
+    # BackupAndRestore cleans its backup after a finished run
+    assert not os.path.exists(os.path.join(fn_args.model_run_dir, "backup", "chief"))
+
+
+def test_run_fn_rejects_unknown_model_type_and_strategy(transformed_files, tmp_path):
+    files, transform_dir, _ = transformed_files
+    with pytest.raises(ValueError, match="unknown model_type 'widedeep'"):
+        run_fn(_fn_args(files, transform_dir, tmp_path, model_type="widedeep"))
+    with pytest.raises(ValueError, match="unknown strategy 'tpu'"):
+        run_fn(_fn_args(files, transform_dir, tmp_path, strategy="tpu"))
+
+
+def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files, tmp_path, monkeypatch):
+    """WATCH_HEAD=cread+cqe: run_fn reads the EAD thresholds from the transform graph's
+    asset (never recomputes them), trains CREAD + CQE, exports the three signatures."""
+    from models.watch_time import ead
+    from models.training.run_fn import ead_thresholds_from_transform_output
+
+    def no_recompute(*args, **kwargs):
+        raise AssertionError("run_fn must not recompute the EAD thresholds")
+
+    monkeypatch.setattr(ead, "search_thresholds", no_recompute)
+    monkeypatch.setattr(ead, "boundaries_from_samples", no_recompute)
+    files, transform_dir, rows = transformed_files
+    fn_args = _fn_args(files, transform_dir, tmp_path, model_type="baseline", watch_head="cread+cqe",
+                       cqe=dict(configs.CQE, num_quantiles=9), ranker_params={"hidden_units": [8]})
+    run_fn(fn_args)
+    with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
+        history = json.load(f)
+    with open(os.path.join(transform_dir, "transform_fn", "assets", ead.ASSET_FILENAME)) as f:
+        asset = ead.EadResult.from_json(f.read())
+    assert history["watch_head"] == "cread+cqe"
+    assert history["ead_thresholds"] == asset.thresholds
+    assert asset.thresholds == ead_thresholds_from_transform_output(tft.TFTransformOutput(transform_dir))
+    assert {"val_cread_logits_loss", "val_quantiles_loss", "val_watch_time_s_mae"} <= set(history["history"])
+    from tests.helpers.e2e_utils import tensorboard_tags
+
+    assert {"quantiles/spread", "quantiles/spread_mean", "cread/survival"} <= tensorboard_tags(fn_args.model_run_dir)
+    loaded = tf.saved_model.load(fn_args.serving_model_dir)
+    assert {"serving_default", "serving_examples", "serving_dqc"} <= set(loaded.signatures)
+    raw = {k: tf.constant(v) for k, v in raw_batch(rows[:7], L).items()}
+    out = loaded.signatures["serving_default"](**raw)
+    assert set(out) == {"click_prob", "watch_time_s", "ranking_score", "quantiles", "cse", "dqc", "cde"}
+    assert out["quantiles"].shape == (7, 9)
+    assert np.all(out["watch_time_s"].numpy() < asset.thresholds[-1])
+
+
+def test_shuffle_labels_permutes_every_label_together():
+    """The diagnostic that trains the degraded candidate of the e2e gating test."""
+    from models.training.run_fn import shuffle_labels
+
+    n = 64
+    x = np.arange(n, dtype=np.float32)
+    ds = tf.data.Dataset.from_tensors(({"x": x}, {"click_prob": x * 2, "watch_time_s": x * 3}))
+    features, labels = next(iter(shuffle_labels(ds, seed=1)))
+    click, watch = labels["click_prob"].numpy(), labels["watch_time_s"].numpy()
+    np.testing.assert_array_equal(features["x"].numpy(), x)
+    assert sorted(click) == sorted(x * 2)  # same labels ...
+    np.testing.assert_allclose(watch, click * 1.5)  # ... one permutation for all of them
+    assert np.mean(click != x * 2) > 0.9  # ... detached from their features
