@@ -97,23 +97,8 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-LOG_COLUMNS = [
-    "user_id", "video_id", "date", "hourmin", "time_ms", "is_click", "is_like",
-    "is_follow", "is_comment", "is_forward", "is_hate", "long_view", "play_time_ms",
-    "duration_ms", "profile_stay_time", "comment_stay_time", "is_profile_enter",
-    "is_rand", "tab",
-]
-USER_COLUMNS = [
-    "user_id", "user_active_degree", "is_lowactive_period", "is_live_streamer",
-    "is_video_author", "follow_user_num", "follow_user_num_range", "fans_user_num",
-    "fans_user_num_range", "friend_user_num", "friend_user_num_range",
-    "register_days", "register_days_range",
-] + [f"onehot_feat{k}" for k in range(18)]
-VIDEO_COLUMNS = [
-    "video_id", "author_id", "video_type", "upload_dt", "upload_type",
-    "visible_status", "video_duration", "server_width", "server_height",
-    "music_id", "music_type", "tag",
-]
+from schemas.kuairand_format import DAY_MS, LOG_COLUMNS, USER_COLUMNS, UTC_OFFSET_MS, VIDEO_COLUMNS
+
 QUANTILE_LEVELS = (0.10, 0.25, 0.50, 0.75, 0.90)
 TRUTH_COLUMNS = [
     "user_id", "video_id", "time_ms", "expected_watch_time_s", "p_click",
@@ -124,8 +109,6 @@ USER_FILE = "user_features_sim.csv"
 VIDEO_FILE = "video_features_basic_sim.csv"
 TRUTH_FILE = "truth_sim.csv"
 
-UTC_OFFSET_MS = 8 * 3600 * 1000  # KuaiRand dates/hours are UTC+8 (Asia/Shanghai)
-DAY_MS = 86_400_000
 LONG_VIEW_MIN_PLAY_MS = 18_000
 
 # Share of impressions per hour of day (UTC+8), measured on KuaiRand-Pure 04-25..04-30.

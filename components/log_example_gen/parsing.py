@@ -32,13 +32,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 from models import features as F
 
 from components.log_example_gen.history import History
+from schemas.kuairand_format import LOG_COLUMNS, USER_ONEHOT_COLUMNS
 
-LOG_COLUMNS = [
-    "user_id", "video_id", "date", "hourmin", "time_ms", "is_click", "is_like",
-    "is_follow", "is_comment", "is_forward", "is_hate", "long_view", "play_time_ms",
-    "duration_ms", "profile_stay_time", "comment_stay_time", "is_profile_enter",
-    "is_rand", "tab",
-]
 # Integer log columns the examples are built from, validated in this order.
 USED_LOG_FIELDS = ["user_id", "video_id", "date", "hourmin", "time_ms", "is_click",
                    "is_like", "long_view", "play_time_ms", "duration_ms", "tab"]
@@ -48,7 +43,7 @@ MISSING_STRING = ""
 USER_NUMERIC_FEATURES = ["follow_user_num", "fans_user_num", "friend_user_num",
                          "register_days", "is_lowactive_period", "is_live_streamer",
                          "is_video_author"]
-USER_ONEHOT_FEATURES = [f"onehot_feat{i}" for i in range(18)]
+USER_ONEHOT_FEATURES = USER_ONEHOT_COLUMNS
 
 
 class BadRow(NamedTuple):
