@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 LOGS ?=
 OUT ?= outputs
 MODEL_TYPE ?=
+WATCH_HEAD ?=
 
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
@@ -32,8 +33,10 @@ $(STAMP): requirements.lock setup.py
 	  $$UV pip install --python $(PY) --no-deps -e .
 	@touch $(STAMP)
 
+# Quiet: one line per TFX component; the full log goes to $(OUT)/make_run.log.
 run: setup
-	$(PY) -m pipeline.run_local $(if $(LOGS),--logs $(LOGS)) --out $(OUT) $(if $(MODEL_TYPE),--model-type $(MODEL_TYPE))
+	@$(PY) -m pipeline.run_local $(if $(LOGS),--logs $(LOGS)) --out $(OUT) \
+	  $(if $(MODEL_TYPE),--model-type $(MODEL_TYPE)) $(if $(WATCH_HEAD),--watch-head $(WATCH_HEAD))
 
 # Headless Chromium (Debian package) for the report test: installed with apt-get when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

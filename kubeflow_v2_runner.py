@@ -19,9 +19,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from tfx import v1 as tfx  # noqa: E402
 
-from local_runner import configured_args  # noqa: E402
 from pipeline import configs  # noqa: E402
 from pipeline.pipeline import create_pipeline  # noqa: E402
+from pipeline.runners import configured_args  # noqa: E402
 
 
 def compile_pipeline(image: str, pipeline_root: str, data_path: str, serving_model_dir: str, output: str,

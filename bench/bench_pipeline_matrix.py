@@ -32,7 +32,7 @@ import time  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RANKERS = "xdeepfm,din,bst"
 HEADS = "regression,cread,cqe,cread+cqe"
-# (output, metric) pairs of the overall slice shown in the table (models/tfma_metrics.py names)
+# (output, metric) pairs of the overall slice shown in the table (models/evaluation/tfma names)
 TABLE_METRICS = [
     ("click_prob", "auc"), ("click_prob", "gauc"), ("click_prob", "gauc_num_users_used"),
     ("click_prob", "normalized_entropy"), ("ranking_score", "ndcg_watch@10"), ("watch_time_s", "xauc"),
@@ -53,27 +53,21 @@ def _parse_args(argv):
     return p.parse_args(argv)
 
 
-def _newest(pipeline_root: str, component: str, output: str):
-    runs = sorted(glob.glob(os.path.join(pipeline_root, component, output, "*")),
-                  key=lambda d: int(os.path.basename(d)))
-    return runs[-1] if runs else None
-
-
 def _finite(x):
     return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def rest_check(serving_dir: str, model_name: str, pipeline_root: str, n: int = 8) -> dict:
+def rest_check(serving_dir: str, model_name: str, examples_uri: str, n: int = 8) -> dict:
     """Serves the newest pushed version and predicts n eval rows through REST."""
     from models import features as F
-    from pipeline.run_local import held_back_examples
+    from pipeline.artifacts import held_back_examples
     from serving.client import examples_to_instances, predict
-    from serving.server import start_server
+    from serving.http_server import start_server
 
     server, port = start_server(serving_dir, model_name, port=0)
     url = f"http://127.0.0.1:{port}"
     try:
-        instances = examples_to_instances(held_back_examples(pipeline_root, n), F.SERVING_RAW_FEATURES)
+        instances = examples_to_instances(held_back_examples(examples_uri, n), F.SERVING_RAW_FEATURES)
         preds = predict(url, model_name, instances)
         out = {"outputs": sorted(preds[0]), "first": {k: v for k, v in preds[0].items() if k != "quantiles"}}
         if "quantiles" in preds[0]:
@@ -94,34 +88,34 @@ def rest_check(serving_dir: str, model_name: str, pipeline_root: str, n: int = 8
 def run_one(logs: str, work: str, model_type: str, watch_head: str) -> dict:
     from tfx import v1 as tfx
 
-    import local_runner
     from components.model_report import inputs
     from pipeline import configs
+    from pipeline.artifacts import PipelineStore
+    from pipeline.runners import build_local
 
     paths = configs.output_paths(work)
-    trainer_config = dict(local_runner.trainer_config(), model_type=model_type, watch_head=watch_head,
-                          ranker_params=dict(configs.RANKER_PARAMS.get(model_type, {})))
+    trainer_config = configs.trainer_config(model_type, watch_head=watch_head)
     before = set(glob.glob(os.path.join(paths["serving_model_dir"], "*")))
     t0 = time.time()
-    tfx.orchestration.LocalDagRunner().run(local_runner.build(
+    tfx.orchestration.LocalDagRunner().run(build_local(
         logs, work, enable_cache=True, compare_to_blessed=False, trainer_config=trainer_config))
     seconds = time.time() - t0
-    root = paths["pipeline_root"]
-    evaluation = inputs.load_evaluation(_newest(root, "Evaluator", "evaluation"))
-    blessed = os.path.exists(os.path.join(_newest(root, "Evaluator", "blessing"), "BLESSED"))
+    store = PipelineStore.for_output_dir(work)
+    evaluation = inputs.load_evaluation(store.latest_uri("Evaluator", "evaluation"))
+    blessed = bool(store.blessed())
     pushed = sorted(set(glob.glob(os.path.join(paths["serving_model_dir"], "*"))) - before)
     overall = evaluation.overall().metrics
-    with open(os.path.join(_newest(root, "Trainer", "model_run"), "history.json")) as f:
+    with open(os.path.join(store.latest_uri("Trainer", "model_run"), "history.json")) as f:
         history = json.load(f)
     record = {
         "model_type": model_type, "watch_head": watch_head, "blessed": blessed, "pushed": bool(pushed),
         "seconds": round(seconds, 1), "params": history["params"],
         "metrics": {out: {m: _finite(v) for m, v in by.items()} for out, by in overall.items()},
         "failed_gates": [f"{g.output}/{g.metric} {g.kind}: {g.message}" for g in evaluation.gates if not g.passed],
-        "report": os.path.join(_newest(root, "ModelReport", "report") or "", "index.html"),
+        "report": store.report_index() or "",
     }
     if pushed:
-        record["rest"] = rest_check(paths["serving_model_dir"], configs.MODEL_NAME, root)
+        record["rest"] = rest_check(paths["serving_model_dir"], configs.MODEL_NAME, store.examples_uri())
     return record
 
 

@@ -4,7 +4,7 @@
     LOGS=/path TRAIN_DAYS=20220425-20220502 EVAL_DAYS=20220503-20220504 make bench-rankers
 
 1. Runs the pipeline's own LogExampleGen -> ImportSchemaGen -> Transform once
-   (local_runner.build(...) with the train/eval days; the other components dropped).
+   (pipeline.runners.build_local(...) with the train/eval days; the other components dropped).
    Transform analyses the train split.
 2. Applies the transform graph to the raw examples (so each row keeps its date and
    raw user id) of LogExampleGen's splits: train = the train days but the last,
@@ -14,7 +14,7 @@
    pipeline/configs.py): builds it with run_fn.build_ranker, trains with
    run_fn.fit_ranker (up to BENCH_EPOCHS, validation click AUC each epoch, best epoch's
    weights kept), scores the eval days (AUC, GAUC with users used/skipped, logloss;
-   models/metrics.py), exports with run_fn.export_serving_model, reloads it with
+   models/evaluation/metrics.py), exports with run_fn.export_serving_model, reloads it with
    tf.saved_model.load and times `serving_default` on requests of 100 candidates.
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
@@ -59,31 +59,29 @@ def parse_days(text: str) -> list:
     return days
 
 
-def _latest(pattern):
-    runs = sorted(glob.glob(pattern), key=lambda d: int(os.path.basename(d)))
-    if not runs:
-        raise FileNotFoundError(pattern)
-    return runs[-1]
-
-
 def run_example_gen_and_transform(logs, work, train_days, eval_days):
     """The pipeline's LogExampleGen + ImportSchemaGen + Transform; returns their output dirs."""
     from tfx import v1 as tfx
 
-    import local_runner
-    from pipeline import configs
+    from pipeline.artifacts import PipelineStore
+    from pipeline.runners import build_local
 
     stamp = os.path.join(work, "bench_days.json")
     key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
            "splits": "train,validation,eval"}
-    root = configs.output_paths(work)["pipeline_root"]
+
+    def latest():
+        store = PipelineStore.for_output_dir(work)
+        return store.latest_uri("LogExampleGen", "examples"), store.latest_uri("Transform", "transform_graph")
+
     if os.path.exists(stamp) and json.load(open(stamp)) == key:
         try:
-            return _latest(os.path.join(root, "LogExampleGen", "examples", "*")), \
-                _latest(os.path.join(root, "Transform", "transform_graph", "*"))
+            examples, transform_graph = latest()
+            if examples and transform_graph:
+                return examples, transform_graph
         except FileNotFoundError:
             pass
-    full = local_runner.build(logs, work, train_days=train_days, eval_days=eval_days)
+    full = build_local(logs, work, train_days=train_days, eval_days=eval_days)
     keep = [c for c in full.components if c.id in ("LogExampleGen", "ImportSchemaGen", "Transform")]
     for node in keep:  # detach the dropped downstream components (StatisticsGen, Trainer, ...)
         for down in list(node.downstream_nodes):
@@ -96,8 +94,7 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
     tfx.orchestration.LocalDagRunner().run(partial)
     os.makedirs(work, exist_ok=True)
     json.dump(key, open(stamp, "w"))
-    return _latest(os.path.join(root, "LogExampleGen", "examples", "*")), \
-        _latest(os.path.join(root, "Transform", "transform_graph", "*"))
+    return latest()
 
 
 def load_split(examples_dir, split, tft_output, history_length, batch=4096):
@@ -193,7 +190,10 @@ def main() -> int:
     import tf_keras as keras
 
     from models.evaluation import metrics
-    from models.training.run_fn import build_ranker, export_serving_model, fit_ranker, vocab_sizes
+    from models.rankers import build_ranker
+    from models.training.export import export_serving_model
+    from models.training.input import vocab_sizes
+    from models.training.run_fn import fit_ranker
     from pipeline import configs
 
     logs = os.environ.get("LOGS") or DEFAULT_LOGS
@@ -226,11 +226,8 @@ def main() -> int:
     for model_type in models:
         keras.backend.clear_session()
         tf.random.set_seed(0)
-        hp = {"embedding_dim": configs.EMBEDDING_DIM, "oov_buckets": configs.VOCAB_OOV_BUCKETS,
-              "learning_rate": configs.LEARNING_RATE, "loss_weight_click": configs.LOSS_WEIGHT_CLICK,
-              "loss_weight_watch": configs.LOSS_WEIGHT_WATCH, "hidden_units": configs.HIDDEN_UNITS,
-              "ranker_params": configs.RANKER_PARAMS.get(model_type, {})}
-        model = build_ranker(model_type, sizes, history_length, hp)
+        config = configs.trainer_config(model_type, watch_head="regression")  # the click benchmark
+        model = build_ranker(config, sizes)
         train_ds = (tf.data.Dataset.from_tensor_slices((train_x, train_y))
                     .shuffle(n_train, seed=0, reshuffle_each_iteration=True)
                     .batch(batch_size).prefetch(2))
@@ -264,7 +261,7 @@ def main() -> int:
             "best_epoch": best_epoch,
             "validation_auc_per_epoch": [round(float(a), 5) for a in val_auc],
             "batch_size": batch_size,
-            "ranker_params": hp["ranker_params"],
+            "ranker_params": config.ranker_params,
             **data_info,
         }
         records.append(record)

@@ -20,7 +20,7 @@ days but the last, validation = last train day, eval = eval days). Methods:
   α = 0, equal-width and chosen EAD candidates of the Transform asset (never
   recomputed), restoration = configs.CREAD["restoration"];
 - ``cqe_cde``, ``cqe_cse``: one CQE model, CDE (eq. 8) and CSE (t_0.25) point estimates;
-- ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/d2q.py): the
+- ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/watch_time/d2q.py): the
   model regresses the watch time's percentile within its equal-frequency duration
   group (D2Q_GROUPS, on the train split; the transformed duration is a monotone map
   of seconds, so it gives the same groups), mapped back with the group's quantile
@@ -30,7 +30,7 @@ Per method: mae (s), xauc, click_auc (of the multi-task click head),
 coverage_error = mean_τ |P(y <= t_τ) − τ| over
 τ ∈ {0.1, ..., 0.9} (CQE only), and the ``ead`` block (α, β, M, thresholds, J of
 every candidate, from the transform graph asset). The ``simulator`` block repeats
-the methods on simulated logs (data/simulator.py; BENCH_SIM_* sizes) and adds the
+the methods on simulated logs (data/simulator/; BENCH_SIM_* sizes) and adds the
 error against the true conditional mean (mae_vs_true_mean) and true quantiles
 (CQE: mean |t̂_τ − t_τ| at τ ∈ {0.1, 0.25, 0.5, 0.75, 0.9}), plus the restoration
 bias of both CREAD rules fed the TRUE survival function at each threshold set
@@ -61,7 +61,7 @@ METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equa
            "d2q")
 D2Q_GROUPS = 30  # duration groups (Zhan et al. 2022 use 30 on KuaiRand-like data)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
-SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator.py QUANTILE_LEVELS
+SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator/ QUANTILE_LEVELS
 
 
 # --------------------------------------------------------------------------- math
@@ -114,7 +114,7 @@ class WlrWatchHead:
 
 class D2qPercentileHead:
     """D2Q as a pluggable head: "d2q_percentile" = sigmoid(Dense(z)), MSE against the
-    within-duration-group percentile label; seconds come from models/d2q.py after predict."""
+    within-duration-group percentile label; seconds come from models/watch_time/d2q.py after predict."""
 
     output_name = "d2q_percentile"
 
@@ -157,18 +157,16 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     import tf_keras as keras
 
     from models import heads as H
-    from models.training.run_fn import build_ranker, fit_ranker
+    from models.rankers import build_ranker
+    from models.training.run_fn import fit_ranker
     from pipeline import configs
 
     ranker = os.environ.get("BENCH_RANKER", "baseline")
     keras.backend.clear_session()
     tf.random.set_seed(0)
-    hp = {"embedding_dim": configs.EMBEDDING_DIM, "oov_buckets": configs.VOCAB_OOV_BUCKETS,
-          "learning_rate": configs.LEARNING_RATE, "loss_weight_click": configs.LOSS_WEIGHT_CLICK,
-          "loss_weight_watch": configs.LOSS_WEIGHT_WATCH, "loss_weight_cread": configs.LOSS_WEIGHT_CREAD,
-          "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
-          "hidden_units": configs.HIDDEN_UNITS, "ranker_params": configs.RANKER_PARAMS.get(ranker, {}),
-          "cread": dict(configs.CREAD), "cqe": dict(configs.CQE), "ranking_score": "click_prob"}
+    config = configs.trainer_config(
+        ranker, history_length=history_length, ranking_score="click_prob", watch_head="regression",
+        loss_weight_cqe=float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)))
     heads, thresholds = None, None
     d2q = None
     if method == "wlr":
@@ -182,13 +180,13 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
         d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
         heads = [H.ClickHead(), D2qPercentileHead(), H.RankingScoreHead("click_prob")]
     elif method.startswith("cread"):
-        hp["watch_head"] = "cread"
+        config = config.replace(watch_head="cread")
         thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
                       "cread_equal_width": _candidate(report, "equal_width"),
                       "cread_ead": report.thresholds}[method]
     else:
-        hp["watch_head"] = method
-    model = build_ranker(ranker, sizes, history_length, hp, heads=heads, ead_thresholds=thresholds)
+        config = config.replace(watch_head=method)
+    model = build_ranker(config, sizes, heads=heads, ead_thresholds=thresholds)
     train_x, train_y, val_x, val_y, eval_x = data
 
     def labels(x, y):
@@ -220,7 +218,8 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
                      tag, truth=None):
     """Records of every method on one data set (truth: optional simulator ground truth)."""
-    from models.watch_time import cqe, metrics
+    from models.evaluation import metrics
+    from models.watch_time import cqe
     from pipeline import configs
 
     y = eval_y["watch_time_s"].reshape(-1).astype(np.float64)
@@ -261,7 +260,7 @@ def prepare(logs, work, train_days, eval_days, history_length):
     import tensorflow_transform as tft
 
     from models.watch_time import ead
-    from models.training.run_fn import vocab_sizes
+    from models.training.input import vocab_sizes
 
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)

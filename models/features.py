@@ -120,7 +120,7 @@ def raw_feature_spec(history_length: int) -> dict:
 
 
 # ---------------------------------------------------------------- model-side spec
-# What the feature layer (models/feature_layer.py) builds from each transformed
+# What the feature layer (models/layers/feature_layer.py) builds from each transformed
 # feature. Kinds of *model inputs* (after Transform):
 KIND_ID = "id"                   # int64 scalar index, 0 = padding, own or shared table
 KIND_NUMERIC = "numeric"         # float scalar, z-scored

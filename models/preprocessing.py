@@ -16,18 +16,22 @@ History values
     log1p (padding stays 0); hist_is_click is 0/1.
 Labels
     is_click (float 0/1) and watch_time_s (seconds) pass through unchanged.
-EAD watch-time buckets (CREAD §4, models/ead.py)
+EAD watch-time buckets (CREAD §4, models/watch_time/ead.py)
     t_1 < ... < t_M from the train split's watch-time CDF (error-adaptive
     discretization); they are constants of the transform graph and its asset
     `ead_thresholds.json` (key "ead_thresholds", J of every candidate), and
     watch_time_bucket = Σ_m 1(watch_time_s > t_m) is the ordinal label.
+
+Knobs arrive as Transform's ``custom_config`` (a `TransformConfig`, values in
+pipeline/configs.py ``TRANSFORM``), so they are part of Transform's cache key: a
+changed EAD β re-runs Transform instead of reusing an old transform graph.
 """
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from models.watch_time import ead
 from models import features as F
-from pipeline import configs
+from models.transform_config import TransformConfig
+from models.watch_time import ead_analyzer
 
 
 def _flat(x):
@@ -38,10 +42,15 @@ def _vocab_ids(x, vocab, num_oov_buckets):
     return tft.apply_vocabulary(x, vocab, num_oov_buckets=num_oov_buckets) + 1
 
 
-def preprocessing_fn(inputs):
-    """Maps raw features (models.features) to transformed ones (`<name>_xf`)."""
+def preprocessing_fn(inputs, custom_config):
+    """Maps raw features (models.features) to transformed ones (`<name>_xf`).
+
+    `custom_config`: `TransformConfig.to_custom_config()` (Transform passes it)."""
+    config = TransformConfig.from_custom_config(custom_config)
     out = {}
-    oov = configs.VOCAB_OOV_BUCKETS
+    oov = config.oov_buckets
+    # tft.vocabulary warns once per call that a threshold <= 1 is a no-op: pass none then
+    frequency_threshold = config.vocab_frequency_threshold if config.vocab_frequency_threshold > 1 else None
 
     hist_len = tf.cast(inputs[F.HISTORY_LEN_FEATURE], tf.int64)
     hist_width = tf.shape(inputs["hist_video_id"])[1]
@@ -58,7 +67,7 @@ def preprocessing_fn(inputs):
             hist = inputs[shared_targets[key]]
             values = tf.concat([values, tf.boolean_mask(hist, hist_mask)], axis=0)
         vocab = tft.vocabulary(values, vocab_filename=F.vocab_name(key),
-                               frequency_threshold=configs.VOCAB_FREQUENCY_THRESHOLD)
+                               frequency_threshold=frequency_threshold)
         out[F.transformed_name(key)] = _vocab_ids(x, vocab, oov)
         if key in shared_targets:
             hist_key = shared_targets[key]
@@ -81,9 +90,9 @@ def preprocessing_fn(inputs):
     out[F.LABEL_CLICK] = tf.cast(inputs[F.LABEL_CLICK], tf.float32)
     watch = tf.cast(inputs[F.LABEL_WATCH], tf.float32)
     out[F.LABEL_WATCH] = watch
-    thresholds, _ = ead.ead_thresholds_analyzer(
-        watch, M=configs.EAD_NUM_BUCKETS, beta=configs.EAD_BETA, alphas=configs.EAD_ALPHAS,
-        num_quantiles=configs.EAD_NUM_QUANTILES, t_max_quantile=configs.EAD_T_MAX_QUANTILE)
+    thresholds, _ = ead_analyzer.ead_thresholds_analyzer(
+        watch, M=config.ead_num_buckets, beta=config.ead_beta, alphas=config.ead_alphas,
+        num_quantiles=config.ead_num_quantiles, t_max_quantile=config.ead_t_max_quantile)
     out[F.WATCH_BUCKET_LABEL] = tf.reduce_sum(
         tf.cast(tf.reshape(watch, [-1, 1]) > tf.reshape(thresholds, [1, -1]), tf.int64), axis=1)
     return out

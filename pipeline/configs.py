@@ -1,10 +1,19 @@
 """Every knob of the pipeline, in one place (TFX template convention).
 
 `create_pipeline(...)` takes these as explicit arguments; the runners
-(`local_runner.py`, `kubeflow_v2_runner.py`, `pipeline/run_local.py`) read them
-from here and may override a few from the environment (documented per knob).
+(`local_runner.py`, `kubeflow_v2_runner.py`, `pipeline/run_local.py`, through
+`pipeline/runners.py`) read them from here and may override a few from the
+environment (documented per knob). Each consumer gets one typed config object whose
+class lives beside the consumer and holds no defaults: ``TRANSFORM``
+(`models.transform_config.TransformConfig`, Transform's custom_config), ``TRAINER``
+(`models.training.config.TrainerConfig`, the Trainer's custom_config) and
+``LOG_EXAMPLE_GEN``. Nothing under models/ or components/ imports this module.
 """
 import os
+
+from models.training.config import TrainerConfig
+from models.transform_config import TransformConfig
+from schemas import kuairand_format
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,10 +49,10 @@ SIM_IMPRESSIONS_PER_USER_DAY = 8.0
 SIM_SEED = 7
 
 # ---------------------------------------------------------------- LogExampleGen
-# File name patterns inside DATA_PATH (KuaiRand-Pure release names).
-LOG_FILE_PATTERN = "log_*.csv"
-USER_FEATURES_PATTERN = "user_features*.csv"
-VIDEO_FEATURES_PATTERN = "video_features_basic*.csv"
+# File name patterns inside DATA_PATH: the KuaiRand-Pure release names (schemas/kuairand_format.py).
+LOG_FILE_PATTERN = kuairand_format.LOG_FILE_PATTERN
+USER_FEATURES_PATTERN = kuairand_format.USER_FEATURES_PATTERN
+VIDEO_FEATURES_PATTERN = kuairand_format.VIDEO_FEATURES_PATTERN
 HISTORY_LENGTH = 50  # L: fixed length of every behaviour history (padded)
 # Which earlier events enter the history: play time >= this many seconds (0 = every
 # earlier impression, whatever its outcome; outcomes are features of the history).
@@ -60,10 +69,10 @@ VALIDATION_LAST_N_TRAIN_DAYS = 1
 MAX_BAD_ROW_FRACTION = 0.01  # the run fails above this share of bad log rows
 
 # ---------------------------------------------------------------- Transform
-VOCAB_OOV_BUCKETS = 1
+VOCAB_OOV_BUCKETS = 1  # shared by Transform (vocabularies) and the Trainer (table rows)
 VOCAB_FREQUENCY_THRESHOLD = 1
 
-# EAD watch-time buckets (CREAD §4; models/ead.py), learned by Transform on the train
+# EAD watch-time buckets (CREAD §4; models/watch_time/ead.py), learned by Transform on the train
 # split: M thresholds, objective J = A_w + beta·A_b, alpha grid (equal width is always
 # a candidate too), CDF from EAD_NUM_QUANTILES quantiles clipped at T_max.
 EAD_NUM_BUCKETS = 20
@@ -73,8 +82,9 @@ EAD_NUM_QUANTILES = 1000
 EAD_T_MAX_QUANTILE = 0.99
 
 # ---------------------------------------------------------------- Trainer
-# Ranker (models/run_fn.py RANKERS): "baseline" | "lr" | "xdeepfm" | "din" | "bst".
-MODEL_TYPE = os.environ.get("MODEL_TYPE", "baseline")
+# Ranker (models/rankers RANKERS): "baseline" | "lr" | "xdeepfm" | "din" | "bst".
+# The default is one of the mission's sequence rankers with both watch-time heads.
+MODEL_TYPE = os.environ.get("MODEL_TYPE", "din")
 EMBEDDING_DIM = 16
 HIDDEN_UNITS = [128, 64]
 LEARNING_RATE = 1e-3
@@ -86,6 +96,7 @@ BATCH_SIZE = 64
 # Memory: a transformed example is 2.2 KB serialized (L = 50; measured on the real
 # train split, 115,574 rows = 251 MB), so a full buffer is ~0.45 GB.
 SHUFFLE_BUFFER_SIZE = 200_000
+SEED = 0
 TRAIN_EPOCHS = 1  # one-epoch phenomenon of id-heavy CTR models (DESIGN.md section 6)
 TRAIN_STEPS = None  # None: one pass of TRAIN_EPOCHS over the train split
 EVAL_STEPS = None
@@ -98,12 +109,12 @@ LOSS_WEIGHT_WATCH = 1.0  # regression watch head (log1p MSE)
 LOSS_WEIGHT_CREAD = 0.2
 LOSS_WEIGHT_CQE = 0.01  # ~1/N: the mean pinball loss over the quantiles
 
-# Watch-time head (models/heads.py WATCH_HEADS), on top of any ranker:
+# Watch-time head (models/heads WATCH_HEADS), on top of any ranker:
 #   "regression" (log1p MSE) | "cread" (EAD buckets from Transform) | "cqe" (quantiles)
 #   | "cread+cqe" (both; watch_time_s is then CREAD's restoration).
 # Env WATCH_HEAD overrides. "watch_time_s" is the regression prediction, the CREAD
 # restoration or CQE's CDE accordingly.
-WATCH_HEAD = os.environ.get("WATCH_HEAD", "regression")
+WATCH_HEAD = os.environ.get("WATCH_HEAD", "cread+cqe")
 # CREAD loss λ_ce·ΣBCE + λ_restore·Huber_δ(ŷ − y) + λ_ord·Σ max(φ_{m+1} − φ_m, 0) and the
 # restoration rule: "trapezoid" is the default because it is less biased than CREAD
 # eq. 4's Riemann sum when both get the simulator's TRUE survival at the EAD thresholds
@@ -127,7 +138,7 @@ CQE = {
     "default_k": 0.5,
     "increment": "softplus",
 }
-# ranking_score output: a named formula of the outputs (models/heads.py
+# ranking_score output: a named formula of the outputs (models/heads/
 # RANKING_FORMULAS): "click_prob * watch_time_s" | "watch_time_s" | "click_prob" |
 # "click_prob * log1p(watch_time_s)" | "click_prob * dqc" | "dqc" | "click_prob * cse".
 RANKING_SCORE = os.environ.get("RANKING_SCORE", "click_prob * watch_time_s")
@@ -165,7 +176,7 @@ RANKER_PARAMS = {
     },
 }
 
-# Distribution strategy (models/strategies.py): "mirrored" (default; all local
+# Distribution strategy (models/training/strategies.py): "mirrored" (default; all local
 # devices), "multi_worker" (TF_CONFIG) or "parameter_server" (TF_CONFIG; embedding
 # tables bigger than PS_MIN_SHARD_BYTES are split over at most PS_MAX_SHARDS ps tasks;
 # needs TRAIN_STEPS).
@@ -173,8 +184,50 @@ STRATEGY = os.environ.get("STRATEGY", "mirrored")
 PS_MIN_SHARD_BYTES = 256 << 10
 PS_MAX_SHARDS = None  # None: one shard per parameter server at most
 
+
+def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
+    """The Trainer's typed config from the knobs above; `model_type` also picks its
+    RANKER_PARAMS; `changes` replace any other field (tests and benches)."""
+    model_type = model_type or MODEL_TYPE
+    config = TrainerConfig(
+        model_type=model_type,
+        ranker_params=dict(RANKER_PARAMS.get(model_type, {})),
+        history_length=HISTORY_LENGTH,
+        embedding_dim=EMBEDDING_DIM,
+        oov_buckets=VOCAB_OOV_BUCKETS,
+        learning_rate=LEARNING_RATE,
+        batch_size=BATCH_SIZE,
+        shuffle_buffer_size=SHUFFLE_BUFFER_SIZE,
+        epochs=TRAIN_EPOCHS,
+        seed=SEED,
+        loss_weight_click=LOSS_WEIGHT_CLICK,
+        loss_weight_watch=LOSS_WEIGHT_WATCH,
+        loss_weight_cread=LOSS_WEIGHT_CREAD,
+        loss_weight_cqe=LOSS_WEIGHT_CQE,
+        watch_head=WATCH_HEAD,
+        cread=dict(CREAD),
+        cqe=dict(CQE),
+        ranking_score=RANKING_SCORE,
+        strategy=STRATEGY,
+        ps_min_shard_bytes=PS_MIN_SHARD_BYTES,
+        ps_max_shards=PS_MAX_SHARDS,
+    )
+    return config.replace(**changes) if changes else config
+
+
+TRAINER = trainer_config()
+TRANSFORM = TransformConfig(
+    oov_buckets=VOCAB_OOV_BUCKETS,
+    vocab_frequency_threshold=VOCAB_FREQUENCY_THRESHOLD,
+    ead_num_buckets=EAD_NUM_BUCKETS,
+    ead_beta=EAD_BETA,
+    ead_alphas=list(EAD_ALPHAS),
+    ead_num_quantiles=EAD_NUM_QUANTILES,
+    ead_t_max_quantile=EAD_T_MAX_QUANTILE,
+)
+
 # ---------------------------------------------------------------- Evaluator
-# Blessing gates on the overall eval slice (models/tfma_metrics.py names). Floors and
+# Blessing gates on the overall eval slice (models/evaluation/tfma names). Floors and
 # ceilings are absolute; drops/rises are against the latest blessed model.
 EVAL_GATES = {
     "auc_floor": 0.55,

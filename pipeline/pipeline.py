@@ -8,7 +8,8 @@
 Splits (LogExampleGen, by date): train -> Transform analysis and Trainer fitting;
 validation (the last train day) -> the Trainer's per-epoch validation; eval -> the
 Evaluator only. Every argument is explicit; runners take values from
-`pipeline/configs.py`.
+`pipeline/configs.py` (through `pipeline/runners.py`). Transform and the Trainer get
+their typed configs as `custom_config`, so every knob is in their cache keys.
 """
 import json
 from typing import List, Optional
@@ -20,9 +21,10 @@ from components.log_example_gen.component import LogExampleGen
 from components.model_report.component import ModelReport
 from models import features as F
 from models.evaluation import tfma as tfma_metrics
+from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
+from models.training.config import TrainerConfig
+from models.transform_config import TransformConfig
 
-
-CLICK_OUTPUT = "click_prob"
 CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot
 
 
@@ -42,7 +44,7 @@ def _gate(floor=None, ceiling=None, max_change=None, higher_is_better=True) -> t
 
 def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regression",
                 num_quantiles: int = 100) -> tfma.EvalConfig:
-    """TFMA config: ranking and watch-time metrics (models/tfma_metrics.py), sliced.
+    """TFMA config: ranking and watch-time metrics (models/evaluation/tfma), sliced.
 
     `gates` holds the blessing rules on the overall slice: `auc_floor`,
     `auc_max_drop`, `xauc_floor`, `xauc_max_drop`, `mae_ceiling`, `mae_max_rise`.
@@ -75,7 +77,7 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
         options=options,
         model_specs=[tfma.ModelSpec(
             signature_name="serving_examples",
-            label_keys={CLICK_OUTPUT: F.LABEL_CLICK, "watch_time_s": F.LABEL_WATCH},
+            label_keys={CLICK_OUTPUT: F.LABEL_CLICK, WATCH_OUTPUT: F.LABEL_WATCH},
         )],
         slicing_specs=[tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=[k]) for k in slice_features],
         metrics_specs=specs,
@@ -94,7 +96,8 @@ def create_pipeline(
     eval_days: List[int],
     eval_last_n_days: int,
     max_bad_row_fraction: float,
-    trainer_config: dict,
+    transform_config: TransformConfig,
+    trainer_config: TrainerConfig,
     eval_gates: dict,
     eval_slice_features: List[str],
     metadata_connection_config=None,
@@ -115,6 +118,12 @@ def create_pipeline(
     different rankers/heads side by side (bench/bench_pipeline_matrix.py), where the
     latest blessed model is another configuration, not a predecessor.
     """
+    if trainer_config.history_length != history_length:
+        raise ValueError(f"trainer_config.history_length {trainer_config.history_length} != history_length "
+                         f"{history_length} of the examples")
+    if trainer_config.oov_buckets != transform_config.oov_buckets:
+        raise ValueError(f"trainer_config.oov_buckets {trainer_config.oov_buckets} != transform_config.oov_buckets "
+                         f"{transform_config.oov_buckets}: the embedding tables must match the vocabularies")
     if validation_last_n_days < 1:
         raise ValueError(f"validation_last_n_days must be >= 1: the Trainer validates every epoch on the "
                          f"last train day(s), got {validation_last_n_days}")
@@ -136,6 +145,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="models.preprocessing.preprocessing_fn",
+        custom_config=transform_config.to_custom_config(),
         splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "validation", "eval"]),
     )
     trainer = tfx.components.Trainer(
@@ -145,7 +155,7 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
         eval_args=tfx.proto.EvalArgs(splits=["validation"], num_steps=eval_steps),  # epoch selection
-        custom_config=dict(trainer_config, history_length=history_length),
+        custom_config=trainer_config.to_custom_config(),
     )
     model_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
@@ -156,9 +166,8 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"] if compare_to_blessed else None,
-        eval_config=eval_config(eval_gates, eval_slice_features,
-                                watch_head=trainer_config.get("watch_head", "regression"),
-                                num_quantiles=int((trainer_config.get("cqe") or {}).get("num_quantiles", 100))),
+        eval_config=eval_config(eval_gates, eval_slice_features, watch_head=trainer_config.watch_head,
+                                num_quantiles=int(trainer_config.cqe["num_quantiles"])),
         example_splits=["eval"],
     )
     pusher = tfx.components.Pusher(
@@ -174,6 +183,9 @@ def create_pipeline(
         transform_graph=transform.outputs["transform_graph"],
         watch_feature=F.LABEL_WATCH,
         click_output=CLICK_OUTPUT,
+        ead_num_thresholds=transform_config.ead_num_buckets,
+        ead_beta=transform_config.ead_beta,
+        ead_t_max_quantile=transform_config.ead_t_max_quantile,
     )
     model_report.add_upstream_node(pusher)  # a failing report never holds back a push
     return tfx.dsl.Pipeline(

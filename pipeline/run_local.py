@@ -1,20 +1,25 @@
 """`make run`: simulate (or read) logs, run the pipeline locally, serve, predict.
 
-    python -m pipeline.run_local [--logs DIR] [--out DIR] [--model-type NAME]
+    python -m pipeline.run_local [--logs DIR] [--out DIR] [--model-type NAME] [--watch-head NAME]
 
-1. With no --logs, writes simulated KuaiRand-Pure-format logs (data/simulator.py).
-2. Runs the whole TFX pipeline with LocalDagRunner (local_runner.build()).
-3. Starts the embedded TF-Serving-REST-compatible server on the pushed model.
-4. Sends the first few held-back (eval split) log rows as REST `instances` and
-   prints each prediction next to what the log says happened.
-5. Prints where the model-analysis report (ModelReport's index.html) is and the
-   TensorBoard command over the pipeline root.
+1. With no --logs, writes simulated KuaiRand-Pure-format logs (data/simulator/).
+2. Runs the whole TFX pipeline with LocalDagRunner (pipeline/runners.py), printing
+   one line per component with its elapsed time; everything TF, Beam and TFX log
+   goes to `<out>/make_run.log` (its path is printed first).
+3. Finds the outputs through MLMD (pipeline/artifacts.py): the blessing, the pushed
+   version and the model-analysis report.
+4. Starts the embedded TF-Serving-REST-compatible server on the pushed model, sends
+   the first few held-back (eval split) rows as REST `instances` and prints each
+   prediction next to what the log says happened.
+5. Prints the TensorBoard command over the pipeline root.
 """
 import argparse
-import glob
 import json
+import logging
 import os
+import re
 import sys
+import time
 
 
 def _parse_args(argv):
@@ -22,29 +27,97 @@ def _parse_args(argv):
     p.add_argument("--logs", help="folder of KuaiRand-Pure-format files (default: simulated logs)")
     p.add_argument("--out", default="outputs", help="output root (pipeline root, MLMD, serving dir)")
     p.add_argument("--model-type", help="ranker to train (pipeline/configs.py MODEL_TYPE)")
+    p.add_argument("--watch-head", help="watch-time head (pipeline/configs.py WATCH_HEAD)")
     p.add_argument("--num-predictions", type=int, default=5)
     return p.parse_args(argv)
 
 
-def held_back_examples(pipeline_root: str, n: int) -> list:
-    """The first n serialized eval-split examples of the newest LogExampleGen output."""
+def _relative(path: str) -> str:
+    """Paths as the user typed them: relative to the working directory when inside it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+class _Console:
+    """The user's terminal, kept aside while file descriptors 1 and 2 go to the log
+    file (TF's C++ start-up messages, Beam and TFX logging, warnings)."""
+
+    def __init__(self, log_path: str):
+        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        self.err = os.fdopen(os.dup(2), "w", buffering=1)
+        self._log = open(log_path, "a", buffering=1)
+        os.dup2(self._log.fileno(), 1)
+        os.dup2(self._log.fileno(), 2)
+
+    def say(self, message: str = "") -> None:
+        self.out.write(message + "\n")
+        print(message, flush=True)  # the log gets it too
+
+
+class _ComponentProgress(logging.Handler):
+    """One console line per TFX component, from LocalDagRunner's own log records
+    ("Component X is running." / "... is finished.", "A cached execution ... is used.")."""
+
+    _EVENT = re.compile(r"Component (\S+) is (running|finished)\.")
+
+    def __init__(self, console: _Console):
+        super().__init__(level=logging.INFO)
+        self.console = console
+        self.started = {}
+        self.cached = False
+        self.current = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad log record must not stop the run
+            return
+        if message.startswith("A cached execution"):
+            self.cached = True
+            return
+        match = self._EVENT.search(message)
+        if not match:
+            return
+        node, event = match.groups()
+        if event == "running":
+            self.started[node], self.cached, self.current = time.time(), False, node
+        else:
+            seconds = time.time() - self.started.pop(node, time.time())
+            self.current = None
+            self.console.say(f"  {node:<32} {seconds:7.1f} s{'  (cached)' if self.cached else ''}")
+
+
+def _print_predictions(console, store, serving_dir, model_name, n) -> None:
     import tensorflow as tf
 
-    runs = sorted(glob.glob(os.path.join(pipeline_root, "LogExampleGen", "examples", "*")),
-                  key=lambda d: int(os.path.basename(d)))
-    if not runs:
-        raise FileNotFoundError(f"no LogExampleGen output under {pipeline_root}")
-    files = sorted(glob.glob(os.path.join(runs[-1], "Split-eval", "*")))
-    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").take(n)
-    return [record.numpy() for record in dataset]
+    from models import features as F
+    from pipeline.artifacts import held_back_examples
+    from serving.client import examples_to_instances, predict
+    from serving.http_server import start_server
 
-
-def newest_report(pipeline_root: str):
-    """index.html of the newest ModelReport output, or None."""
-    runs = sorted(glob.glob(os.path.join(pipeline_root, "ModelReport", "report", "*")),
-                  key=lambda d: int(os.path.basename(d)))
-    index = os.path.join(runs[-1], "index.html") if runs else None
-    return index if index and os.path.exists(index) else None
+    server, port = start_server(serving_dir, model_name, port=0)
+    try:
+        serialized = held_back_examples(store.examples_uri(), n)
+        instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)
+        url = f"http://127.0.0.1:{port}"
+        predictions = predict(url, model_name, instances)
+        console.say(f"\n[make run] REST predictions from {url}/v1/models/{model_name}:predict (held-back eval rows)")
+        for raw, pred in zip(serialized, predictions):
+            f = tf.train.Example.FromString(raw).features.feature
+            actual = {"is_click": f[F.LABEL_CLICK].int64_list.value[0],
+                      "watch_time_s": round(f[F.LABEL_WATCH].float_list.value[0], 2)}
+            shown = {k: round(v[0] if isinstance(v, list) else v, 3) for k, v in pred.items() if k != "quantiles"}
+            if "quantiles" in pred:  # deciles of the predicted watch-time distribution, not all N levels
+                q = pred["quantiles"]
+                shown["q10/q50/q90"] = [round(q[int(len(q) * t)], 1) for t in (0.1, 0.5, 0.9)]
+            console.say(f"  user {f['user_id'].int64_list.value[0]:>6} video {f['video_id'].int64_list.value[0]:>6}: "
+                        f"predicted {json.dumps(shown)}")
+            console.say(f"  {'':>25}logged    {json.dumps(actual)}")
+    finally:
+        server.stop()
 
 
 def main(argv=None) -> int:
@@ -54,48 +127,61 @@ def main(argv=None) -> int:
         os.environ["LOGS"] = os.path.abspath(args.logs)
     if args.model_type:
         os.environ["MODEL_TYPE"] = args.model_type
+    if args.watch_head:
+        os.environ["WATCH_HEAD"] = args.watch_head
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    import tensorflow as tf
-    from absl import logging
+    log_path = os.path.join(os.path.abspath(args.out), "make_run.log")
+    console = _Console(log_path)
+    console.say(f"[make run] full log: {_relative(log_path)}")
+    started = time.time()
+
+    from absl import logging as absl_logging
     from tfx import v1 as tfx
 
-    import local_runner
-    from models import features as F
-    from pipeline import configs
-    from serving.client import examples_to_instances, predict
-    from serving.server import start_server
+    from pipeline import configs, runners
+    from pipeline.artifacts import PipelineStore
 
-    logging.set_verbosity(logging.WARNING)
-    local_runner.ensure_simulated_logs()
-    print(f"[make run] logs: {configs.DATA_PATH}", flush=True)
-    tfx.orchestration.LocalDagRunner().run(local_runner.build())
-    report = newest_report(configs.PIPELINE_ROOT)
-    print(f"[make run] model analysis report: {report or 'not written'}", flush=True)
+    absl_logging.set_verbosity(absl_logging.INFO)
+    progress = _ComponentProgress(console)
+    logging.getLogger().addHandler(progress)  # absl's records propagate to the root logger
 
-    if not glob.glob(os.path.join(configs.SERVING_MODEL_DIR, "*", "saved_model.pb")):
-        print(f"[make run] no model was pushed to {configs.SERVING_MODEL_DIR} (not blessed?)", file=sys.stderr)
-        return 1
-    server, port = start_server(configs.SERVING_MODEL_DIR, configs.MODEL_NAME, port=0)
+    data_path = runners.ensure_simulated_logs()
+    kind = "real" if args.logs else "simulated"
+    console.say(f"[make run] {kind} logs: {_relative(data_path)}")
+    trainer = configs.TRAINER
+    console.say(f"[make run] pipeline {configs.PIPELINE_NAME}: ranker {trainer.model_type}, "
+                f"watch head {trainer.watch_head}, ranking score '{trainer.ranking_score}'")
     try:
-        serialized = held_back_examples(configs.PIPELINE_ROOT, args.num_predictions)
-        instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)
-        url = f"http://127.0.0.1:{port}"
-        predictions = predict(url, configs.MODEL_NAME, instances)
-        print(f"\n[make run] REST predictions from {url}/v1/models/{configs.MODEL_NAME}:predict")
-        for raw, pred in zip(serialized, predictions):
-            ex = tf.train.Example.FromString(raw)
-            f = ex.features.feature
-            actual = {"is_click": f[F.LABEL_CLICK].int64_list.value[0],
-                      "watch_time_s": round(f[F.LABEL_WATCH].float_list.value[0], 2)}
-            shown = {k: [round(x, 4) for x in v] if isinstance(v, list) else v for k, v in pred.items()}
-            print(f"  user {f['user_id'].int64_list.value[0]:>6} video {f['video_id'].int64_list.value[0]:>6}: "
-                  f"predicted {json.dumps(shown)}  logged {json.dumps(actual)}")
-        print(f"\n[make run] pushed models: {configs.SERVING_MODEL_DIR}")
-        print(f"[make run] TensorBoard:   {os.path.join(os.path.dirname(sys.executable), 'tensorboard')} "
-              f"--logdir {configs.PIPELINE_ROOT}   (training curves + model_analysis/* per slice)")
+        tfx.orchestration.LocalDagRunner().run(runners.build_local())
+    except Exception as e:  # noqa: BLE001 - report where it failed, then the log holds the rest
+        where = f" in {progress.current}" if progress.current else ""
+        console.err.write(f"[make run] FAILED{where}: {type(e).__name__}: {str(e)[:2000]}\n"
+                          f"[make run] full log: {_relative(log_path)}\n")
+        logging.exception("make run failed")
+        return 1
     finally:
-        server.stop()
+        logging.getLogger().removeHandler(progress)
+    console.say(f"[make run] pipeline finished in {time.time() - started:.0f} s")
+
+    store = PipelineStore(configs.METADATA_PATH)
+    blessed = store.blessed()
+    report = store.report_index()
+    version_dir = store.pushed_version_dir()
+    console.say(f"[make run] blessed: {'yes' if blessed else 'no'}; "
+                f"pushed version: {_relative(version_dir) if version_dir else 'none'}")
+    console.say(f"[make run] model analysis report: {_relative(report) if report else 'not written'}")
+    tensorboard = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    tb_line = (f"[make run] TensorBoard: {_relative(tensorboard)} --logdir {_relative(configs.PIPELINE_ROOT)}"
+               f"   (training curves + model_analysis/* per slice)")
+    if not version_dir:
+        console.say(tb_line)
+        console.err.write(f"[make run] no model was pushed to {_relative(configs.SERVING_MODEL_DIR)} (not blessed?)\n")
+        return 1
+    _print_predictions(console, store, configs.SERVING_MODEL_DIR, configs.MODEL_NAME, args.num_predictions)
+    console.say("")
+    console.say(tb_line)
     return 0
 
 

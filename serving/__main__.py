@@ -1,6 +1,6 @@
-"""`python -m serving ...` == `python -m serving.server ...`."""
+"""``python -m serving --model_base_path ... --model_name ... --port 8501``: see serving.cli."""
 import sys
 
-from serving.server import main
+from serving.cli import main
 
 sys.exit(main())

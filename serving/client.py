@@ -1,4 +1,4 @@
-"""REST client for TF Serving and the embedded server (serving/server.py).
+"""REST client for TF Serving and the embedded server (`python -m serving`).
 
     from serving import client
     instances = client.examples_to_instances(serialized_examples, SERVING_RAW_FEATURES)

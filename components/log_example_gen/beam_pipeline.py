@@ -9,17 +9,17 @@
                                     │             history.build_histories,
                                     │             time_split.assign_splits)
                                     ▼
-                     Split-train / Split-eval gzipped TFRecords (+ history-only count)
+         Split-train / Split-validation / Split-eval gzipped TFRecords (+ history-only count)
 
 The math lives in parsing.py, history.py and time_split.py; this module only wires
-it. Every log row ends up in exactly one of: dead-letter (bad), train, eval, or
+it. The files to read come resolved (inputs.resolve_inputs: span, fingerprint). Every
+log row ends up in exactly one of: dead-letter (bad), train, validation, eval, or
 history-only, and ``counts.json`` (next to the dead-letter rows) records each
-number, so ``good + bad == total`` and ``good == train + eval + history_only``.
+number, so ``good + bad == total`` and ``good == train + validation + eval + history_only``.
 
 Files are read whole, one file per worker (so each dead-letter row can name its
 line number); a Reshuffle then spreads the parsing.
 """
-import dataclasses
 import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -30,6 +30,8 @@ from apache_beam.io.filesystems import FileSystems
 from components.log_example_gen import history as history_lib
 from components.log_example_gen import parsing
 from components.log_example_gen import time_split
+from components.log_example_gen.config import LogExampleGenConfig
+from components.log_example_gen.inputs import LOG, USER, VIDEO, ResolvedInputs
 
 METRICS_NAMESPACE = "log_example_gen"
 EXAMPLES_FILE_PREFIX = "data_tfrecord"  # TFX ExampleGen's file names
@@ -40,43 +42,11 @@ _BAD = "bad"
 _HISTORY_ONLY = "history_only"
 
 
-@dataclasses.dataclass(frozen=True)
-class LogExampleGenConfig:
-    """Knobs of the transform (defaults live in pipeline/configs.py)."""
-    history_length: int
-    history_min_watch_s: float = 0.0
-    train_days: Tuple[int, ...] = ()
-    eval_days: Tuple[int, ...] = ()
-    eval_last_n_days: int = 2
-    validation_last_n_days: int = 0  # the pipeline passes configs.VALIDATION_LAST_N_TRAIN_DAYS
-    log_file_pattern: str = "log_*.csv"
-    user_features_pattern: str = "user_features*.csv"
-    video_features_pattern: str = "video_features_basic*.csv"
-
-    def validate(self) -> None:
-        if self.history_length < 1:
-            raise ValueError(f"history_length must be >= 1, got {self.history_length}")
-        if self.history_min_watch_s < 0:
-            raise ValueError(f"history_min_watch_s must be >= 0, got {self.history_min_watch_s}")
-        time_split.validate_split_config(self.train_days, self.eval_days, self.eval_last_n_days,
-                                         self.validation_last_n_days)
-
-
 class BadRowFractionError(ValueError):
     """Too many bad log rows: the run must not publish its examples."""
 
 
 # ------------------------------------------------------------------ file reading
-
-def match_files(input_base: str, pattern: str, what: str) -> List[str]:
-    """Sorted paths matching input_base/pattern; ValueError naming what is missing."""
-    glob = os.path.join(input_base, pattern)
-    metadata = FileSystems.match([glob])[0].metadata_list
-    paths = sorted(m.path for m in metadata)
-    if not paths:
-        raise ValueError(f"LogExampleGen: no {what} file matches {glob!r}")
-    return paths
-
 
 def read_numbered_lines(path: str) -> Iterator[Tuple[str, int, str]]:
     """(path, 1-based line number, text without line end) for every line of a file."""
@@ -258,15 +228,14 @@ class LogsToExamples(beam.PTransform):
     split_dates {train, validation, eval, history_only}, bad_side_table_rows.
     """
 
-    def __init__(self, input_base: str, config: LogExampleGenConfig):
+    def __init__(self, inputs: ResolvedInputs, config: LogExampleGenConfig):
         super().__init__()
-        config.validate()
-        self._input_base = input_base
+        self._inputs = inputs
         self._config = config
 
     def expand(self, pbegin):
         cfg = self._config
-        log_paths = match_files(self._input_base, cfg.log_file_pattern, "log")
+        log_paths = self._inputs.paths(LOG)
         log_headers = {}
         for path in log_paths:
             header = read_header(path)
@@ -274,12 +243,8 @@ class LogsToExamples(beam.PTransform):
             if missing:
                 raise ValueError(f"LogExampleGen: log file {path!r} lacks columns {missing}")
             log_headers[path] = header
-        users = _read_side_table(
-            pbegin, "user", match_files(self._input_base, cfg.user_features_pattern, "user features"),
-            parsing.parse_user_row)
-        videos = _read_side_table(
-            pbegin, "video", match_files(self._input_base, cfg.video_features_pattern, "video features"),
-            parsing.parse_video_row)
+        users = _read_side_table(pbegin, "user", self._inputs.paths(USER), parsing.parse_user_row)
+        videos = _read_side_table(pbegin, "video", self._inputs.paths(VIDEO), parsing.parse_video_row)
         users_si = beam.pvalue.AsDict(users.rows)
         videos_si = beam.pvalue.AsDict(videos.rows)
 
@@ -334,14 +299,14 @@ def split_uri(examples_uri: str, split: str) -> str:
     return os.path.join(examples_uri, f"Split-{split}")
 
 
-def write_log_examples(pbegin, input_base: str, config: LogExampleGenConfig,
+def write_log_examples(pbegin, inputs: ResolvedInputs, config: LogExampleGenConfig,
                        examples_uri: str, dead_letter_uri: str) -> None:
     """Applies LogsToExamples and writes the TFX Examples layout + dead-letter dir:
 
     <examples_uri>/Split-{train,validation,eval}/data_tfrecord-*.gz,
     <dead_letter_uri>/bad_rows-*.jsonl and <dead_letter_uri>/counts.json.
     """
-    out = pbegin | "LogsToExamples" >> LogsToExamples(input_base, config)
+    out = pbegin | "LogsToExamples" >> LogsToExamples(inputs, config)
     for s in time_split.SPLIT_NAMES:
         _ = out[s] | f"Write{s}" >> beam.io.WriteToTFRecord(
             os.path.join(split_uri(examples_uri, s), EXAMPLES_FILE_PREFIX), file_name_suffix=".gz")

@@ -11,7 +11,12 @@ validation split: the Trainer selects epochs on them (the one-epoch phenomenon,
 DESIGN.md section 6) and never sees the eval days before the Evaluator does.
 Dates in no split are *history only*: their events feed the histories of later
 impressions but are not emitted as examples.
+
+Day lists are text (``parse_days``): comma-separated yyyymmdd dates and inclusive
+ranges, e.g. ``"20220425-20220502, 20220504"``.
 """
+import datetime
+import re
 from typing import Dict, Iterable, List, Optional, Sequence
 
 TRAIN = "train"
@@ -19,18 +24,63 @@ VALIDATION = "validation"
 EVAL = "eval"
 SPLIT_NAMES = [TRAIN, VALIDATION, EVAL]
 
+_DAY_FORMAT = "%Y%m%d"
+_DAY_RE = re.compile(r"^\d{8}$")
 
-def parse_days(text: str) -> List[int]:
-    """'20220425, 20220426' -> [20220425, 20220426]; '' -> []."""
-    days = []
+
+def _to_date(token: str, text: str) -> datetime.date:
+    if not _DAY_RE.match(token):
+        raise ValueError(f"a day must be a yyyymmdd date or an inclusive range yyyymmdd-yyyymmdd, "
+                         f"got {token!r} in {text!r}")
+    try:
+        return datetime.datetime.strptime(token, _DAY_FORMAT).date()
+    except ValueError:
+        raise ValueError(f"{token!r} in {text!r} is not a calendar date (yyyymmdd)") from None
+
+
+def check_day(day: int) -> int:
+    """Returns ``day`` if it is a yyyymmdd calendar date (e.g. 20220425), else ValueError."""
+    if isinstance(day, bool) or not isinstance(day, int):
+        raise ValueError(f"a day must be a yyyymmdd int, got {day!r} ({type(day).__name__})")
+    _to_date(str(day), str(day))
+    return day
+
+
+def parse_days(text: Optional[str], allow_empty: bool = True) -> List[int]:
+    """Comma-separated yyyymmdd days and inclusive ``first-last`` ranges -> [yyyymmdd ints].
+
+    ``"20220425, 20220426"`` -> ``[20220425, 20220426]``;
+    ``"20220430-20220502,20220504"`` -> ``[20220430, 20220501, 20220502, 20220504]``
+    (ranges cross month ends); ``""`` -> ``[]`` (ValueError if not ``allow_empty``).
+    Days keep the written order. ValueError (naming the token) on a non-date, an
+    empty range (last before first) or a day listed twice.
+    """
+    days: List[int] = []
     for part in (text or "").split(","):
         part = part.strip()
         if not part:
             continue
-        if not (part.isdigit() and len(part) == 8):
-            raise ValueError(f"a day must be a yyyymmdd integer, got {part!r} in {text!r}")
-        days.append(int(part))
+        bounds = [b.strip() for b in part.split("-")] if "-" in part else [part]
+        if len(bounds) > 2 or any(not b for b in bounds):
+            raise ValueError(f"a day must be a yyyymmdd date or an inclusive range yyyymmdd-yyyymmdd, "
+                             f"got {part!r} in {text!r}")
+        first = _to_date(bounds[0], text)
+        last = _to_date(bounds[-1], text)
+        if last < first:
+            raise ValueError(f"empty day range {part!r} in {text!r}: the last day is before the first")
+        for k in range((last - first).days + 1):
+            day = int((first + datetime.timedelta(days=k)).strftime(_DAY_FORMAT))
+            if day in days:
+                raise ValueError(f"day {day} is listed twice in {text!r}")
+            days.append(day)
+    if not days and not allow_empty:
+        raise ValueError(f"no days in {text!r}")
     return days
+
+
+def format_days(days: Iterable[int]) -> str:
+    """[20220425, 20220426] -> '20220425,20220426' (parse_days reads it back)."""
+    return ",".join(str(check_day(d)) for d in days)
 
 
 def validate_split_config(train_days: Sequence[int], eval_days: Sequence[int],

@@ -8,6 +8,7 @@ Usage in a pipeline (after the Evaluator)::
         evaluation=evaluator.outputs["evaluation"],
         blessing=evaluator.outputs["blessing"],
         examples=example_gen.outputs["examples"],
+        ead_num_thresholds=20, ead_beta=100.0, ead_t_max_quantile=0.99,  # Transform's
         transform_graph=transform.outputs["transform_graph"])   # optional
 
 Inputs: the Evaluator's ``evaluation`` (TFMA output dir) and ``blessing``; the
@@ -15,7 +16,7 @@ Inputs: the Evaluator's ``evaluation`` (TFMA output dir) and ``blessing``; the
 distribution drawn for comparison); optionally the ``transform_graph`` (EAD thresholds
 from ``transform_fn/assets/ead_thresholds.json`` when Transform exported them;
 otherwise they are computed with ``models.ead.search_thresholds`` on train watch times
-with the ``ead_*`` parameters, by default Transform's settings in pipeline/configs.py).
+with the ``ead_*`` parameters, which the pipeline sets to Transform's settings).
 
 Output ``report`` (:class:`ModelReport`): ``index.html`` + ``plots/*.png`` +
 ``report.json``, and ``tensorboard/`` with the metrics per slice as summaries. The
@@ -32,7 +33,6 @@ from tfx.types import standard_artifacts
 from components.model_report import discretization, inputs, tb_summaries
 from components.model_report import report as report_page
 from components.model_report.artifacts import ModelReport as ModelReportArtifact
-from pipeline import configs
 
 TENSORBOARD_DIR = "tensorboard"
 
@@ -43,15 +43,15 @@ def ModelReport(  # pylint: disable=invalid-name
     blessing: InputArtifact[standard_artifacts.ModelBlessing],
     examples: InputArtifact[standard_artifacts.Examples],
     report: OutputArtifact[ModelReportArtifact],
+    ead_num_thresholds: Parameter[int],  # EAD settings when the transform graph has no asset:
+    ead_beta: Parameter[float],  # Transform's (the pipeline passes its TransformConfig)
+    ead_t_max_quantile: Parameter[float],
     transform_graph: InputArtifact[standard_artifacts.TransformGraph] = None,
     watch_feature: Parameter[str] = "watch_time_s",
     click_output: Parameter[str] = "click_prob",
     train_split: Parameter[str] = "train",
     eval_split: Parameter[str] = "eval",
     max_watch_samples: Parameter[int] = 500_000,
-    ead_num_thresholds: Parameter[int] = configs.EAD_NUM_BUCKETS,
-    ead_beta: Parameter[float] = configs.EAD_BETA,
-    ead_t_max_quantile: Parameter[float] = configs.EAD_T_MAX_QUANTILE,
 ):
     """Writes the model-analysis report and TensorBoard summaries of one evaluation."""
     evaluation_data = inputs.load_evaluation(evaluation.uri, calibration_output=click_output)

@@ -2,7 +2,7 @@
 
 One concept: given training watch times (and, when Transform exported them, the EAD
 thresholds of the transform graph), produce the threshold sets t_1..t_M the report
-draws, each with its EAD objective J = A_w + beta A_b (models/ead.py) on the same
+draws, each with its EAD objective J = A_w + beta A_b (models/watch_time/ead.py) on the same
 empirical CDF, so the page shows why EAD was chosen:
 
 - ``EAD``: the transform graph's ``ead_thresholds.json`` when present ("transform

@@ -285,7 +285,7 @@ def load_evaluation(evaluation_uri: str, calibration_output: Optional[str] = Non
 def quantile_coverage(metrics: Dict[str, Dict[str, float]], prefix: str = "quantile_coverage@"
                       ) -> Dict[float, float]:
     """``{tau: empirical coverage}`` from metric names ``quantile_coverage@<tau>`` of any
-    output (models/tfma_metrics.py QuantileCoverage); empty when there is no quantile head."""
+    output (models.evaluation.tfma.metrics.QuantileCoverage); empty when there is no quantile head."""
     out = {}
     for by_metric in metrics.values():
         for name, value in by_metric.items():

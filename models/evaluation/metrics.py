@@ -198,7 +198,7 @@ def mean_coverage_error(y, q, taus) -> float:
 
 def pinball_loss(y, q, taus) -> float:
     """``mean_n sum_i rho_{tau_i}(y_n - t_{tau_i, n})``, ``rho_tau(u) = u (tau - 1(u < 0))``
-    (same reduction as the training loss in models/cqe.py)."""
+    (same reduction as the training loss in models/watch_time/cqe.py)."""
     y, q, taus = _quantile_args(y, q, taus)
     u = y[:, None] - q
     return float(np.mean(np.sum(u * (taus[None, :] - (u < 0)), axis=1)))

@@ -6,12 +6,10 @@ Recommender Systems", KDD 2018, §3.2, eq. (6)–(7).
 import tf_keras as keras
 import tensorflow as tf
 
-
-def _clone_initializer(initializer):
-    """A fresh copy: tf-keras returns identical values from a reused unseeded instance."""
-    return initializer.__class__.from_config(initializer.get_config())
+from models.layers._utils import clone_initializer, positive_ints
 
 
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
 class CIN(keras.layers.Layer):
     r"""Compressed Interaction Network (xDeepFM §3.2).
 
@@ -63,17 +61,7 @@ class CIN(keras.layers.Layer):
                  kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  kernel_regularizer=None, **kwargs):
         super().__init__(**kwargs)
-        try:
-            layer_sizes = tuple(layer_sizes)
-        except TypeError:
-            raise ValueError(
-                f"CIN: layer_sizes must be a sequence of positive ints, got {layer_sizes!r}.") from None
-        if not layer_sizes:
-            raise ValueError("CIN: layer_sizes must not be empty.")
-        for size in layer_sizes:
-            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-                raise ValueError(
-                    f"CIN: layer_sizes must be positive ints, got {layer_sizes!r}.")
+        layer_sizes = positive_ints("CIN", "layer_sizes", layer_sizes, allow_empty=False)
         if split_half:
             odd = [s for s in layer_sizes[:-1] if s % 2]
             if odd:
@@ -109,11 +97,11 @@ class CIN(keras.layers.Layer):
         for k, size in enumerate(self.layer_sizes):
             self.kernels.append(self.add_weight(
                 name=f"kernel_{k}", shape=(fed, num_fields, size),
-                initializer=_clone_initializer(self.kernel_initializer),
+                initializer=clone_initializer(self.kernel_initializer),
                 regularizer=self.kernel_regularizer, trainable=True))
             if self.use_bias:
                 self.biases.append(self.add_weight(
-                    name=f"bias_{k}", shape=(size,), initializer=self.bias_initializer,
+                    name=f"bias_{k}", shape=(size,), initializer=clone_initializer(self.bias_initializer),
                     trainable=True))
             is_last = k == len(self.layer_sizes) - 1
             fed = size // 2 if (self.split_half and not is_last) else size

@@ -7,6 +7,7 @@ import tf_keras as keras
 import tensorflow as tf
 
 
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
 class Dice(keras.layers.Layer):
     r"""Data-adaptive activation function (DIN §4.3).
 

@@ -43,6 +43,7 @@ import tf_keras as keras
 import tensorflow as tf
 
 from models import features as F
+from models.layers._utils import masked_mean, positive_int
 
 CATEGORICAL = F.ID_FEATURES + F.STRING_FEATURES
 
@@ -68,18 +69,35 @@ def model_inputs(history_length: int) -> dict:
     return inputs
 
 
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
 class FeatureLayer(keras.layers.Layer):
-    """See the module docstring. Args:
+    r"""Transformed features -> embeddings, target item, history, numerics (module docstring).
 
-    vocab_sizes: raw categorical feature -> vocabulary size (Transform's vocabulary;
-        every key of ID_FEATURES + STRING_FEATURES).
-    embedding_dim: default width D (per-table overrides: features.EMBEDDING_DIMS).
-    oov_buckets: Transform's OOV buckets (rows = vocab + oov + 1 padding row).
-    embedding_init_std: std of the normal initialiser of every embedding table.
-    linear: also build the first-order (dim-1) tables and `linear_logit`.
-    linear_init_std: std of the first-order tables.
-    embeddings: build the embedding tables and item/history outputs (False: only
-        numerics and the first-order part, for logistic regression).
+    .. math::
+
+        e_f = E_{table(f)}[x_f], \quad
+        h_i = [E_{video}[hv_i], E_{author}[ha_i]] + W_o o_i + b_o, \quad
+        pool = \frac{\sum_i m_i h_i}{\max(\sum_i m_i, 1)}
+
+    (the Embedding&MLP input of DIN, Zhou et al. KDD 2018 §4.2, with the
+    history outcomes o_i added; first-order terms as xDeepFM's linear part, Lian et
+    al. KDD 2018 eq. 15).
+
+    Args:
+        vocab_sizes: raw categorical feature -> vocabulary size (Transform's vocabulary;
+            every key of ID_FEATURES + STRING_FEATURES).
+        embedding_dim: default width D (per-table overrides: features.EMBEDDING_DIMS).
+        oov_buckets: Transform's OOV buckets (rows = vocab + oov + 1 padding row).
+        embedding_init_std: std of the normal initialiser of every embedding table.
+        linear: also build the first-order (dim-1) tables and `linear_logit`.
+        linear_init_std: std of the first-order tables.
+        embeddings: build the embedding tables and item/history outputs (False: only
+            numerics and the first-order part, for logistic regression).
+
+    Input: the dict of :func:`model_inputs` (``<feature>_xf`` tensors: ids ``[B]``,
+    numerics ``[B]``, histories and mask ``[B, L]``).
+    Output: the dict of the module docstring (``history`` ``[B, L, D_item]``,
+    ``history_pooled`` ``[B, D_item]``, ``numerics`` ``[B, N + 1]``, ...).
     """
 
     def __init__(self, vocab_sizes, embedding_dim=16, oov_buckets=1, embedding_init_std=0.01,
@@ -88,8 +106,9 @@ class FeatureLayer(keras.layers.Layer):
         missing = sorted(set(CATEGORICAL) - set(vocab_sizes))
         if missing:
             raise ValueError(f"FeatureLayer: vocab_sizes lacks {missing}")
-        if int(embedding_dim) <= 0:
-            raise ValueError(f"FeatureLayer: embedding_dim must be positive, got {embedding_dim}")
+        embedding_dim = positive_int("FeatureLayer", "embedding_dim", embedding_dim)
+        if isinstance(oov_buckets, bool) or int(oov_buckets) != oov_buckets or oov_buckets < 0:
+            raise ValueError(f"FeatureLayer: oov_buckets must be an int >= 0, got {oov_buckets!r}")
         if embedding_init_std <= 0 or linear_init_std <= 0:
             raise ValueError("FeatureLayer: initialiser stds must be positive, got "
                              f"{embedding_init_std}, {linear_init_std}")
@@ -131,11 +150,6 @@ class FeatureLayer(keras.layers.Layer):
                 initializer=keras.initializers.RandomNormal(stddev=self.linear_init_std))
         super().build(input_shape)
 
-    @staticmethod
-    def _masked_mean(x, mask):
-        m = mask[..., tf.newaxis]
-        return tf.reduce_sum(x * m, axis=1) / tf.maximum(tf.reduce_sum(m, axis=1), 1.0)
-
     def call(self, inputs):
         x = lambda key: inputs[F.transformed_name(key)]  # noqa: E731
         out = {}
@@ -153,7 +167,7 @@ class FeatureLayer(keras.layers.Layer):
             terms = [tf.nn.embedding_lookup(self.linear_tables[k], x(k)) for k in CATEGORICAL]
             for k, ids in zip(F.ITEM_ENTITIES, hist_ids):
                 w = tf.nn.embedding_lookup(self.linear_tables[k], ids)  # [B, L, 1]
-                terms.append(self._masked_mean(w, mask))
+                terms.append(masked_mean(w, mask))
             linear_terms = tf.concat(terms, axis=-1)
             out["linear_terms"] = linear_terms
             out["linear_logit"] = (tf.reduce_sum(linear_terms, axis=-1, keepdims=True)
@@ -174,7 +188,7 @@ class FeatureLayer(keras.layers.Layer):
         outcome_vec = tf.einsum("blo,od->bld", outcomes, self.outcome_kernel) + self.outcome_bias
         history = (items + outcome_vec) * mask[..., tf.newaxis]  # padding rows exactly 0
         out["history"] = history
-        out["history_pooled"] = self._masked_mean(history, mask)
+        out["history_pooled"] = masked_mean(history, mask)
         out["history_gap_s"] = tf.math.expm1(tf.cast(x(F.HISTORY_TIME_GAP_FEATURE), tf.float32)) * mask
         return out
 

@@ -6,16 +6,13 @@ Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018
 import tf_keras as keras
 import tensorflow as tf
 
+from models.layers._utils import clone_initializer, masked_softmax, positive_ints
 from models.layers.dice import Dice
 
 _ACTIVATIONS = ("dice", "prelu", "sigmoid", "relu")
 
 
-def _clone_initializer(initializer):
-    """A fresh copy: tf-keras returns identical values from a reused unseeded instance."""
-    return initializer.__class__.from_config(initializer.get_config())
-
-
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
 class TargetAttention(keras.layers.Layer):
     r"""DIN activation unit + weighted sum pooling of the history (DIN eq. 3).
 
@@ -34,7 +31,7 @@ class TargetAttention(keras.layers.Layer):
 
     Args:
         hidden_units: MLP hidden sizes, default ``(80, 40)`` (paper).
-        activation: ``"dice"`` (the :class:`models.dice.Dice` layer; padded items are
+        activation: ``"dice"`` (the :class:`models.layers.dice.Dice` layer; padded items are
             kept out of its batch statistics), ``"prelu"``, ``"sigmoid"`` or
             ``"relu"``. Default ``"dice"``.
         use_softmax: masked softmax normalisation of the weights. Default False.
@@ -69,15 +66,7 @@ class TargetAttention(keras.layers.Layer):
                  kernel_initializer="glorot_uniform", kernel_regularizer=None,
                  **kwargs):
         super().__init__(**kwargs)
-        try:
-            hidden_units = tuple(hidden_units)
-        except TypeError:
-            raise ValueError(
-                f"TargetAttention: hidden_units must be a sequence of positive ints, got {hidden_units!r}.") from None
-        for units in hidden_units:
-            if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-                raise ValueError(
-                    f"TargetAttention: hidden_units must be positive ints, got {hidden_units!r}.")
+        hidden_units = positive_ints("TargetAttention", "hidden_units", hidden_units)
         if not isinstance(activation, str) or activation.lower() not in _ACTIVATIONS:
             raise ValueError(
                 f"TargetAttention: activation must be one of {_ACTIVATIONS}, got {activation!r}.")
@@ -92,7 +81,7 @@ class TargetAttention(keras.layers.Layer):
         self.hidden_layers, self.activation_layers = [], []
         for n, units in enumerate(hidden_units):
             self.hidden_layers.append(keras.layers.Dense(
-                units, kernel_initializer=_clone_initializer(self.kernel_initializer),
+                units, kernel_initializer=clone_initializer(self.kernel_initializer),
                 kernel_regularizer=self.kernel_regularizer, name=f"dense_{n}"))
             if self.activation == "dice":
                 act = Dice(momentum=dice_momentum, epsilon=dice_epsilon, name=f"dice_{n}")
@@ -102,7 +91,7 @@ class TargetAttention(keras.layers.Layer):
                 act = keras.layers.Activation(self.activation, name=f"{self.activation}_{n}")
             self.activation_layers.append(act)
         self.score_layer = keras.layers.Dense(
-            1, kernel_initializer=_clone_initializer(self.kernel_initializer),
+            1, kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer, name="score")
 
     def call(self, query, keys, mask=None, training=None,
@@ -139,12 +128,8 @@ class TargetAttention(keras.layers.Layer):
                 hidden = act(hidden)
         scores = tf.reshape(self.score_layer(hidden), [batch, length])
 
-        if self.use_softmax:
-            # Masked softmax; a row without valid items gets all-zero weights.
-            lowest = tf.constant(scores.dtype.min, dtype=scores.dtype)
-            row_max = tf.reduce_max(tf.where(mask, scores, lowest), axis=-1, keepdims=True)
-            exp = tf.where(mask, tf.exp(tf.where(mask, scores - row_max, 0.0)), 0.0)
-            weights = tf.math.divide_no_nan(exp, tf.reduce_sum(exp, axis=-1, keepdims=True))
+        if self.use_softmax:  # a row without valid items gets all-zero weights
+            weights = masked_softmax(scores, mask)
         else:
             weights = tf.where(mask, scores, tf.zeros_like(scores))
 

@@ -5,20 +5,18 @@
 - Vaswani et al., "Attention Is All You Need", NeurIPS 2017, §3.2–3.3.
 - Shaw et al., "Self-Attention with Relative Position Representations", NAACL 2018,
   §3, eq. (3)–(4).
+
+BST's absolute position signal, the bucketed time gap to the impression, is its own
+concept: models/layers/time_gap.py.
 """
 import math
 
-import numpy as np
 import tf_keras as keras
 import tensorflow as tf
 
+from models.layers._utils import clone_initializer, masked_softmax, positive_int
+
 _FFN_ACTIVATIONS = ("leaky_relu", "gelu", "relu")
-SECONDS_PER_DAY = 86400.0
-
-
-def _clone_initializer(initializer):
-    """A fresh copy: tf-keras returns identical values from a reused unseeded instance."""
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 def _ffn_activation(name):
@@ -29,6 +27,7 @@ def _ffn_activation(name):
     return tf.nn.relu
 
 
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
 class TransformerEncoderBlock(keras.layers.Layer):
     r"""One post-LayerNorm Transformer encoder block (BST §2.3, Vaswani §3).
 
@@ -55,8 +54,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
     so padding never leaks into valid positions; a row with no valid key gets
     all-zero attention (finite output). Outputs at padded positions are finite but
     meaningless: pool them with the mask. BST's absolute position signal is the
-    time gap to the impression: see :class:`TimeGapBucketEmbedding`, added to the
-    item embeddings by the caller.
+    time gap to the impression: see
+    :class:`models.layers.time_gap.TimeGapBucketEmbedding`, added to the item
+    embeddings by the caller.
 
     Args:
         num_heads: number of heads H (>= 1).
@@ -94,19 +94,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
                  layer_norm_epsilon=1e-6, kernel_initializer="glorot_uniform",
                  relative_initializer=None, **kwargs):
         super().__init__(**kwargs)
-
-        def positive_int(name, value, allow_none=False):
-            if value is None and allow_none:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(
-                    f"TransformerEncoderBlock: {name} must be a positive int, got {value!r}.")
-            return int(value)
-
-        self.num_heads = positive_int("num_heads", num_heads)
-        self.key_dim = positive_int("key_dim", key_dim)
-        self.value_dim = positive_int("value_dim", value_dim, allow_none=True) or self.key_dim
-        self.ffn_units = positive_int("ffn_units", ffn_units, allow_none=True)
+        owner = "TransformerEncoderBlock"
+        self.num_heads = positive_int(owner, "num_heads", num_heads)
+        self.key_dim = positive_int(owner, "key_dim", key_dim)
+        self.value_dim = positive_int(owner, "value_dim", value_dim, allow_none=True) or self.key_dim
+        self.ffn_units = positive_int(owner, "ffn_units", ffn_units, allow_none=True)
         if ffn_activation not in _FFN_ACTIVATIONS:
             raise ValueError(
                 f"TransformerEncoderBlock: ffn_activation must be one of {_FFN_ACTIVATIONS}, "
@@ -117,7 +109,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.ffn_activation = ffn_activation
         self.dropout_rate = float(dropout_rate)
         self.relative_positions = bool(relative_positions)
-        self.max_relative_position = positive_int("max_relative_position", max_relative_position)
+        self.max_relative_position = positive_int(owner, "max_relative_position", max_relative_position)
         if not layer_norm_epsilon > 0:
             raise ValueError(
                 f"TransformerEncoderBlock: layer_norm_epsilon must be > 0, got {layer_norm_epsilon!r}.")
@@ -143,7 +135,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         dim = input_shape[-1]
         heads, dk, dv = self.num_heads, self.key_dim, self.value_dim
         ffn_units = self.ffn_units or 4 * dim
-        init = lambda: _clone_initializer(self.kernel_initializer)  # noqa: E731
+        init = lambda: clone_initializer(self.kernel_initializer)  # noqa: E731
         self.query_kernel = self.add_weight("query_kernel", (dim, heads, dk), initializer=init())
         self.query_bias = self.add_weight("query_bias", (heads, dk), initializer="zeros")
         self.key_kernel = self.add_weight("key_kernel", (dim, heads, dk), initializer=init())
@@ -163,10 +155,10 @@ class TransformerEncoderBlock(keras.layers.Layer):
             num_distances = 2 * self.max_relative_position + 1
             self.relative_key_embeddings = self.add_weight(
                 "relative_key_embeddings", (num_distances, dk),
-                initializer=_clone_initializer(self.relative_initializer))
+                initializer=clone_initializer(self.relative_initializer))
             self.relative_value_embeddings = self.add_weight(
                 "relative_value_embeddings", (num_distances, dv),
-                initializer=_clone_initializer(self.relative_initializer))
+                initializer=clone_initializer(self.relative_initializer))
         super().build(input_shape)
 
     def _relative_indices(self, length):
@@ -189,12 +181,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         logits *= 1.0 / math.sqrt(float(self.key_dim))
 
         # Masked softmax over keys j: padded keys get weight exactly 0.
-        key_mask = mask[:, None, None, :]                                  # [B, 1, 1, S]
-        lowest = tf.constant(logits.dtype.min, dtype=logits.dtype)
-        row_max = tf.reduce_max(tf.where(key_mask, logits, lowest), axis=-1, keepdims=True)
-        row_max = tf.stop_gradient(tf.where(row_max > lowest, row_max, 0.0))
-        exp = tf.where(key_mask, tf.exp(tf.where(key_mask, logits - row_max, 0.0)), 0.0)
-        weights = tf.math.divide_no_nan(exp, tf.reduce_sum(exp, axis=-1, keepdims=True))
+        weights = masked_softmax(logits, mask[:, None, None, :])          # mask [B, 1, 1, S]
         dropped = self.attention_dropout(weights, training=training)
 
         z = tf.einsum("bhij,bjhk->bihk", dropped, v)
@@ -237,109 +224,5 @@ class TransformerEncoderBlock(keras.layers.Layer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "relative_initializer": keras.initializers.serialize(self.relative_initializer),
-        })
-        return config
-
-
-def log_spaced_boundaries(num_buckets=16, min_gap_s=1.0, max_gap_s=30 * SECONDS_PER_DAY):
-    """``num_buckets - 1`` geometric bucket boundaries in seconds from min to max."""
-    return [float(b) for b in np.geomspace(min_gap_s, max_gap_s, num_buckets - 1)]
-
-
-class TimeGapBucketEmbedding(keras.layers.Layer):
-    r"""Embedding of the bucketed time gap to the impression (BST §2.2 "position").
-
-    BST's position feature for history item :math:`v_i` is
-    :math:`pos(v_i) = t(v_t) - t(v_i)`, the time gap (here in seconds) between the
-    impression and the earlier interaction, bucketed and embedded:
-
-    .. math::
-
-        b_i = \#\{\, \beta \in \mathrm{boundaries} : \beta \le gap_i \,\}, \qquad
-        p_i = P[b_i] \in R^D
-
-    so bucket 0 is ``gap < boundaries[0]`` (the target item, gap 0) and bucket
-    ``len(boundaries)`` is ``gap >= boundaries[-1]``. The caller adds ``p_i`` to
-    the item embeddings before the :class:`TransformerEncoderBlock`. Negative or
-    NaN gaps fall in bucket 0.
-
-    Args:
-        output_dim: embedding dim D (= the item embedding dim).
-        boundaries: strictly increasing positive boundaries in seconds. Default
-            ``log_spaced_boundaries(num_buckets, min_gap_s, max_gap_s)``.
-        num_buckets: number of buckets when ``boundaries`` is None (>= 2).
-        min_gap_s, max_gap_s: range of the default log-spaced boundaries.
-        embeddings_initializer: initializer of the table (small, default
-            truncated normal with stddev 0.02).
-
-    Input shape: ``[...]`` time gaps in seconds (int or float).
-    Output shape: ``[..., output_dim]``.
-
-    Example:
-
-    >>> gaps = TimeGapBucketEmbedding(output_dim=64)
-    >>> p = gaps(tf.constant([[0.0, 35.0, 7200.0]]))   # [1, 3, 64]
-    >>> seq = item_embeddings + p
-    """
-
-    def __init__(self, output_dim, boundaries=None, num_buckets=16, min_gap_s=1.0,
-                 max_gap_s=30 * SECONDS_PER_DAY, embeddings_initializer=None, **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(output_dim, bool) or not isinstance(output_dim, (int, np.integer)) or output_dim < 1:
-            raise ValueError(
-                f"TimeGapBucketEmbedding: output_dim must be a positive int, got {output_dim!r}.")
-        if boundaries is None:
-            if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 2:
-                raise ValueError(
-                    f"TimeGapBucketEmbedding: num_buckets must be an int >= 2, got {num_buckets!r}.")
-            if not 0 < min_gap_s < max_gap_s:
-                raise ValueError(
-                    "TimeGapBucketEmbedding: need 0 < min_gap_s < max_gap_s, got "
-                    f"{min_gap_s!r}, {max_gap_s!r}.")
-            boundaries = log_spaced_boundaries(int(num_buckets), min_gap_s, max_gap_s)
-        else:
-            boundaries = [float(b) for b in boundaries]
-            if not boundaries:
-                raise ValueError("TimeGapBucketEmbedding: boundaries must not be empty.")
-            if any(not np.isfinite(b) for b in boundaries) or any(
-                    b >= c for b, c in zip(boundaries, boundaries[1:])):
-                raise ValueError(
-                    "TimeGapBucketEmbedding: boundaries must be finite and strictly "
-                    f"increasing, got {boundaries!r}.")
-        self.output_dim = int(output_dim)
-        self.boundaries = boundaries
-        self.num_buckets = len(boundaries) + 1
-        self.min_gap_s = float(min_gap_s)
-        self.max_gap_s = float(max_gap_s)
-        self.embeddings_initializer = keras.initializers.get(
-            embeddings_initializer or keras.initializers.TruncatedNormal(stddev=0.02))
-
-    def build(self, input_shape):
-        self.embeddings = self.add_weight(
-            "embeddings", (self.num_buckets, self.output_dim),
-            initializer=self.embeddings_initializer)
-        super().build(input_shape)
-
-    def bucketize(self, gaps_s):
-        """Bucket index of every gap, int32, same shape as the input."""
-        gaps = tf.cast(gaps_s, tf.float32)
-        gaps = tf.where(tf.math.is_nan(gaps), tf.zeros_like(gaps), gaps)
-        return tf.raw_ops.Bucketize(input=gaps, boundaries=self.boundaries)
-
-    def call(self, inputs):
-        return tf.gather(self.embeddings, self.bucketize(inputs))
-
-    def compute_output_shape(self, input_shape):
-        return tf.TensorShape(input_shape).concatenate([self.output_dim])
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({
-            "output_dim": self.output_dim,
-            "boundaries": list(self.boundaries),
-            "num_buckets": self.num_buckets,
-            "min_gap_s": self.min_gap_s,
-            "max_gap_s": self.max_gap_s,
-            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
         })
         return config

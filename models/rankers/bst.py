@@ -4,7 +4,7 @@
     s_i   = h_i + P[bucket(gap_i)]   i = 1..L         history items (outcomes included),
                                                       most recent first; P is the
                                                       time-gap bucket embedding (BST §2.2)
-    S'    = Block^n([s_0, s_1, .., s_L], mask = [1, m_1, .., m_L])   (models/transformer.py;
+    S'    = Block^n([s_0, s_1, .., s_L], mask = [1, m_1, .., m_L])   (models/layers/transformer.py;
             relative_positions=True adds Shaw et al. edge vectors for clip(j - i, ±K))
     z     = MLP_leakyrelu([e_1..e_F, numerics, S'_0, Σ_i m_i S'_i / Σ_i m_i])
 
@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from models.layers.feature_layer import FeatureLayer, mlp, model_inputs
 from models.heads import compile_ranker
-from models.layers.transformer import TimeGapBucketEmbedding, TransformerEncoderBlock
+from models.layers.time_gap import TimeGapBucketEmbedding
+from models.layers.transformer import TransformerEncoderBlock
 
 
 def build_bst(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, oov_buckets: int = 1,

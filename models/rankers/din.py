@@ -2,11 +2,11 @@
 
     t     = [e_video, e_author]                       target item (query)
     h_i   = [E_video[hv_i], E_author[ha_i]] + W_o·o_i   history items with outcomes
-    v_U   = Σ_i m_i a(h_i, t) h_i                     (eq. 3, models/target_attention.py;
+    v_U   = Σ_i m_i a(h_i, t) h_i                     (eq. 3, models/layers/target_attention.py;
                                                       no softmax by default, as the paper;
                                                       pipeline/configs.py turns the masked
                                                       softmax on, see the note there)
-    z     = MLP_Dice([e_1..e_F, numerics, v_U, pool]) (Dice, models/dice.py, eq. 4-5;
+    z     = MLP_Dice([e_1..e_F, numerics, v_U, pool]) (Dice, models/layers/dice.py, eq. 4-5;
                                                       pool = masked mean of h_i, a cheap
                                                       extra that keeps the outcome average)
 """

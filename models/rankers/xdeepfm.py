@@ -6,7 +6,7 @@
     ŷ     = σ(w_linear^T a + w_dnn^T x_dnn + w_cin^T p^+ + b)            (eq. 15)
             a: one-hot first-order part (FeatureLayer(linear=True): dim-1 tables,
                N(0, 1e-4²) initialised, history bags masked-mean pooled) + numerics
-            x_dnn = DNN([flatten(X^0), numerics]),  p^+ = CIN(X^0)  (models/cin.py)
+            x_dnn = DNN([flatten(X^0), numerics]),  p^+ = CIN(X^0)  (models/layers/cin.py)
 
 The click head adds the linear logit to w·[x_dnn, p^+] + b; other heads (watch time,
 later CREAD/CQE) read z = [x_dnn, p^+].

@@ -7,7 +7,7 @@ computed on one fixed probe batch (the same rows every epoch, so curves compare)
 
 - ``learning_rate`` (scalar): the optimizer's rate at its current step,
   ``lr(iterations)`` when it is a schedule. All heads train with the one optimizer of
-  the model (models/heads.py compile_ranker), so this one rate is every head's rate.
+  the model (models/heads/ compile_ranker), so this one rate is every head's rate.
 - ``attention/<layer>/weights`` (histogram) for every attention layer of the model
   (DIN's TargetAttention ``w_j`` over the valid history items, BST's transformer
   ``alpha_ij`` over valid (query, key) pairs and heads; padded positions left out),

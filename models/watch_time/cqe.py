@@ -34,6 +34,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from models.layers._utils import clone_initializer
+
 INCREMENTS = ("softplus", "relu")
 
 
@@ -136,10 +138,11 @@ class CqeHead(keras.layers.Layer):
         self.tau_low, self.tau_high, self.default_k = float(tau_low), float(tau_high), float(default_k)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
-        self.base = keras.layers.Dense(1, kernel_initializer=self.kernel_initializer,
+        # one fresh initializer per Dense: a reused unseeded one repeats its draws
+        self.base = keras.layers.Dense(1, kernel_initializer=clone_initializer(self.kernel_initializer),
                                        kernel_regularizer=self.kernel_regularizer, name="base")
         self.increments = keras.layers.Dense(
-            self.num_quantiles - 1, kernel_initializer=self.kernel_initializer,
+            self.num_quantiles - 1, kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer, name="increments")
 
     def _interp(self, q, iw):

@@ -48,17 +48,15 @@ Conventions (chosen here, documented so callers can rely on them)
   discretization error). ``n_empty_buckets`` reports how many were skipped.
   Inverse-CDF candidates never have empty buckets after deduplication.
 
-Math lives in pure NumPy functions; :func:`ead_thresholds_analyzer` only wires the
-search into TF Transform so the thresholds become constants of the transform graph.
+Math lives here, in pure NumPy functions; models/watch_time/ead_analyzer.py only wires
+the search into TF Transform (``ead_thresholds_analyzer``) so the thresholds become
+constants of the transform graph, and reads its JSON asset back (``read_ead_result``).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 from typing import Dict, List, Optional, Sequence
-
-import os
-import uuid
 
 import numpy as np
 
@@ -165,7 +163,7 @@ def boundaries_from_samples(x: Sequence[float], num_buckets: int = 1000,
     ``method="higher"`` (sorted ``x[ceil(p (n - 1))]``) reproduces
     ``tft.quantiles(x, num_buckets, epsilon)`` exactly when its summary is exact
     (small n) and n is a multiple of num_buckets: it then returns ``x[k n / num_buckets]``
-    (checked in tests/test_ead.py). Other n differ by at most one rank.
+    (checked in tests/models/watch_time/test_ead_analyzer.py). Other n differ by at most one rank.
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     if x.size == 0:
@@ -245,15 +243,19 @@ def ead_objective(thresholds: Sequence[float], cdf, beta: float) -> Dict[str, fl
 @dataclasses.dataclass
 class EadResult:
     """Outcome of :func:`search_thresholds`. ``thresholds`` = t_1..t_{M_eff}
-    (t_0 = 0 implicit, last = T_max); ``candidates`` holds every candidate's J."""
+    (t_0 = 0 implicit, last = T_max); ``candidates`` holds every candidate's J.
+
+    Read back from an older transform graph whose asset held only the thresholds
+    (``ead_analyzer.parse_ead_asset``), ``chosen``, ``M``, ``beta`` and
+    ``t_max_quantile`` are None and ``candidates`` is empty."""
     thresholds: List[float]
-    chosen: str
+    chosen: Optional[str]
     chosen_alpha: Optional[float]
-    M: int
+    M: Optional[int]
     M_eff: int
-    beta: float
+    beta: Optional[float]
     t_max: float
-    t_max_quantile: float
+    t_max_quantile: Optional[float]
     candidates: List[Dict]
 
     def to_dict(self) -> Dict:
@@ -307,108 +309,15 @@ def search_thresholds(boundaries_or_cdf, M: int,
                      t_max_quantile=tq, candidates=cands)
 
 
-# ----------------------------------------------------------------- TF Transform
-ASSET_FILENAME = "ead_thresholds.json"  # EadResult.to_json(), an asset of the transform graph
+# Transitional, until models/preprocessing.py, models/training/run_fn.py and
+# tests/models/training/test_run_fn.py import models/watch_time/ead_analyzer.py: the
+# analyzer and its asset name moved there. Delete this function then.
+_MOVED_TO_ANALYZER = ("ASSET_FILENAME", "ead_thresholds_analyzer")
 
 
-def _make_search_ptransform(M, beta, alphas, t_max_quantile):
-    """Beam PTransform: PCollection of (boundaries batch,) -> (thresholds, report json)."""
-    import apache_beam as beam
+def __getattr__(name):
+    if name in _MOVED_TO_ANALYZER:
+        from models.watch_time import ead_analyzer
 
-    alphas = tuple(float(a) for a in alphas)
-
-    def _search(batches):
-        # Every batch carries the same analysed boundaries (an analyzer output);
-        # take the first one.
-        b = np.asarray(batches[0][0], dtype=np.float64).reshape(-1)
-        res = search_thresholds(b, M, beta, alphas, t_max_quantile)
-        yield beam.pvalue.TaggedOutput("thresholds", np.asarray(res.thresholds, np.float32))
-        yield beam.pvalue.TaggedOutput("report", np.array(res.to_json().encode("utf-8"), dtype=object))
-
-    class _EadSearch(beam.PTransform):
-        def expand(self, pcoll):
-            outs = (pcoll
-                    | "First" >> beam.combiners.Sample.FixedSizeGlobally(1)
-                    | "Search" >> beam.FlatMap(_search).with_outputs("thresholds", "report"))
-            return outs.thresholds, outs.report
-
-    return _EadSearch()
-
-
-def _make_asset_ptransform():
-    """Beam PTransform: PCollection of (report batch,) -> path of the report written as
-    ``ASSET_FILENAME`` under the analyzer temp dir. TF Transform copies the file into
-    the transform graph's ``assets/``, so the Trainer reads the very thresholds the
-    graph holds (``TFTransformOutput.vocabulary_file_by_name``)."""
-    import apache_beam as beam
-    import tensorflow as tf
-    import tensorflow_transform.beam as tft_beam
-
-    class _WriteReport(tft_beam.experimental.PTransformAnalyzer):
-        def expand(self, pcoll):
-            base_dir = self.base_temp_dir
-
-            def _write(batches):
-                report = np.asarray(batches[0][0]).reshape(-1)[0]
-                out_dir = os.path.join(base_dir, "ead", uuid.uuid4().hex)
-                tf.io.gfile.makedirs(out_dir)
-                path = os.path.join(out_dir, ASSET_FILENAME)
-                with tf.io.gfile.GFile(path, "wb") as f:
-                    f.write(report if isinstance(report, bytes) else str(report).encode("utf-8"))
-                yield np.array(path.encode("utf-8"), dtype=object)
-
-            return (pcoll
-                    | "First" >> beam.combiners.Sample.FixedSizeGlobally(1)
-                    | "Write" >> beam.FlatMap(_write))
-
-    return _WriteReport()
-
-
-def ead_thresholds_analyzer(watch_time, M: int, beta: float,
-                            alphas: Sequence[float] = DEFAULT_ALPHAS,
-                            num_quantiles: int = 1000, t_max_quantile: float = 0.99,
-                            epsilon: Optional[float] = None, name: str = "ead_thresholds",
-                            asset_key: str = "ead_thresholds"):
-    """TF Transform analyzer: EAD thresholds of ``watch_time`` as transform-graph constants.
-
-    Two analysis phases: ``tft.quantiles(watch_time, num_quantiles, epsilon)`` gives
-    ``num_quantiles - 1`` boundaries (a constant after analysis); a Beam PTransform
-    (``tft.experimental.ptransform_analyzer``) runs :func:`search_thresholds` on them
-    once. No py_function: the outputs are plain constants in the exported graph.
-
-    Returns ``(thresholds, report)``: float32 ``[M_eff]`` (static shape unknown,
-    ``M_eff <= M`` after merging duplicates) and a scalar string with
-    :meth:`EadResult.to_json` (J of every candidate). Both are placeholders while
-    tracing and constants in the final transform graph. The same report is also
-    an asset of the transform graph (``ASSET_FILENAME``, looked up by ``asset_key``:
-    ``TFTransformOutput.vocabulary_file_by_name(asset_key)``), the JSON artifact the
-    Trainer builds its CREAD head from and people inspect.
-    """
-    import tensorflow as tf
-    import tensorflow_transform as tft
-
-    if M < 1:
-        raise ValueError(f"M must be >= 1, got {M}")
-    if num_quantiles < 2:
-        raise ValueError(f"num_quantiles must be >= 2, got {num_quantiles}")
-    if epsilon is None:
-        epsilon = 1.0 / (10.0 * num_quantiles)  # rank error well below one bucket
-    with tf.compat.v1.name_scope(name):
-        x = tf.reshape(tf.cast(watch_time, tf.float32), [-1])
-        boundaries = tft.quantiles(x, num_buckets=num_quantiles, epsilon=epsilon)
-        # A [1, K] tensor per batch; its value is the same analysed constant each time.
-        thresholds, report = tft.experimental.ptransform_analyzer(
-            inputs=[tf.reshape(boundaries, [1, -1])],
-            ptransform=_make_search_ptransform(M, beta, alphas, t_max_quantile),
-            output_dtypes=[tf.float32, tf.string],
-            output_shapes=[[None], []],
-            name="search")
-        tft.experimental.ptransform_analyzer(
-            inputs=[tf.reshape(report, [1, 1])],
-            ptransform=_make_asset_ptransform(),
-            output_dtypes=[tf.string],
-            output_shapes=[[]],
-            output_asset_default_values=[b"{}"],
-            name="write_report")
-        tft.annotate_asset(asset_key, ASSET_FILENAME)
-    return thresholds, report
+        return getattr(ead_analyzer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

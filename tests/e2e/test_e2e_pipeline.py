@@ -84,9 +84,9 @@ def _executions(pipeline_root, component, output):
 def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     from tfx import v1 as tfx
 
-    import local_runner
     from components.model_report import inputs
     from pipeline import configs
+    from pipeline.runners import build_local
 
     logs, out, _ = cli_run
     root = configs.output_paths(out)["pipeline_root"]
@@ -95,8 +95,8 @@ def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     assert len(versions) == 1
     good_auc = e2e_utils.evaluation_metrics(out)["click_prob/auc"]
 
-    degraded = dict(local_runner.trainer_config(), shuffle_labels_seed=1)
-    tfx.orchestration.LocalDagRunner().run(local_runner.build(logs, out, enable_cache=True, trainer_config=degraded))
+    degraded = configs.TRAINER.replace(shuffle_labels_seed=1)
+    tfx.orchestration.LocalDagRunner().run(build_local(logs, out, enable_cache=True, trainer_config=degraded))
 
     # Upstream outputs came from the cache; the trainer ran again.
     assert len(_executions(root, "LogExampleGen", "examples")) == 1
@@ -136,18 +136,16 @@ def _kuairand_subset(dst, user_modulo):
 def test_pipeline_on_real_kuairand_subset(tmp_path):
     from tfx import v1 as tfx
 
-    import local_runner
-
     from pipeline import configs
+    from pipeline.runners import build_local
 
     logs = str(tmp_path / "kuairand")
     _kuairand_subset(logs, user_modulo=12)
     out = str(tmp_path / "out")
     # DIN with both watch heads: target attention, CREAD (EAD asset) and CQE quantiles
     # through Transform, Trainer, Evaluator, Pusher, REST and the report on real logs
-    trainer_config = dict(local_runner.trainer_config(), model_type="din", watch_head="cread+cqe",
-                          ranker_params=dict(configs.RANKER_PARAMS["din"]))
-    tfx.orchestration.LocalDagRunner().run(local_runner.build(logs, out, trainer_config=trainer_config))
+    trainer_config = configs.trainer_config("din", watch_head="cread+cqe")
+    tfx.orchestration.LocalDagRunner().run(build_local(logs, out, trainer_config=trainer_config))
 
     counts = e2e_utils.dead_letter_counts(out)
     assert counts["good_rows"] > 10000 and min(counts["splits"].values()) > 0
@@ -166,3 +164,51 @@ def test_pipeline_on_real_kuairand_subset(tmp_path):
     tags = e2e_utils.tensorboard_tags(configs.output_paths(out)["pipeline_root"])
     assert {"attention/target_attention/weights", "quantiles/spread", "cread/survival",
             "model_analysis/overall/quantiles/mean_coverage_error"} <= tags, sorted(tags)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tensorboard_command_serves_training_and_model_analysis_scalars(cli_run):
+    """The TensorBoard command README and `make run` print, run as a user runs it: the
+    real `tensorboard` binary over the pipeline root, asked through its HTTP API for the
+    scalar tags of every run (training curves and model analysis)."""
+    import json
+    import time
+    import urllib.request
+
+    from pipeline import configs
+
+    _, out, tmp_path = cli_run
+    root = configs.output_paths(out)["pipeline_root"]
+    port = _free_port()
+    tensorboard = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    log = open(tmp_path / "tensorboard.log", "w")
+    proc = subprocess.Popen([tensorboard, "--logdir", root, "--port", str(port), "--host", "127.0.0.1"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    wanted = {"model_analysis/overall/click_prob/auc", "epoch_loss", "learning_rate"}
+    tags, deadline = set(), time.time() + 180
+    try:
+        while time.time() < deadline:
+            assert proc.poll() is None, open(tmp_path / "tensorboard.log").read()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=10) as r:
+                    by_run = json.load(r)
+                tags = {tag for run_tags in by_run.values() for tag in run_tags}
+                if wanted <= tags:
+                    break
+            except OSError:
+                pass
+            time.sleep(2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert wanted <= tags, (sorted(tags), open(tmp_path / "tensorboard.log").read()[-3000:])
+    runs = set(by_run)
+    assert any(r.startswith("Trainer/model_run/") and r.endswith("train") for r in runs), runs
+    assert any(r.startswith("ModelReport/report/") for r in runs), runs

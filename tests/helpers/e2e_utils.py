@@ -6,6 +6,7 @@ import os
 
 from models import features as F
 from pipeline import configs
+from pipeline.artifacts import PipelineStore, held_back_examples
 
 
 def pushed_versions(output_dir: str) -> list:
@@ -15,14 +16,13 @@ def pushed_versions(output_dir: str) -> list:
 
 def rest_predictions(output_dir: str, n: int = 5):
     """Starts the embedded server on the pushed model, predicts n held-back eval rows."""
-    from pipeline.run_local import held_back_examples
     from serving.client import examples_to_instances, predict
-    from serving.server import start_server
+    from serving.http_server import start_server
 
     paths = configs.output_paths(output_dir)
     server, port = start_server(paths["serving_model_dir"], configs.MODEL_NAME, port=0)
     try:
-        serialized = held_back_examples(paths["pipeline_root"], n)
+        serialized = held_back_examples(PipelineStore.for_output_dir(output_dir).examples_uri(), n)
         instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)
         predictions = predict(f"http://127.0.0.1:{port}", configs.MODEL_NAME, instances)
     finally:
@@ -42,9 +42,7 @@ def assert_predictions_in_range(instances, predictions):
 def _eval_result(output_dir: str):
     import tensorflow_model_analysis as tfma
 
-    root = configs.output_paths(output_dir)["pipeline_root"]
-    runs = sorted(glob.glob(os.path.join(root, "Evaluator", "evaluation", "*")), key=lambda d: int(os.path.basename(d)))
-    return tfma.load_eval_result(runs[-1])
+    return tfma.load_eval_result(PipelineStore.for_output_dir(output_dir).latest_uri("Evaluator", "evaluation"))
 
 
 def sliced_features(output_dir: str) -> set:
@@ -67,15 +65,13 @@ def evaluation_metrics(output_dir: str) -> dict:
 
 
 def blessed(output_dir: str) -> bool:
-    root = configs.output_paths(output_dir)["pipeline_root"]
-    runs = sorted(glob.glob(os.path.join(root, "Evaluator", "blessing", "*")), key=lambda d: int(os.path.basename(d)))
-    return os.path.exists(os.path.join(runs[-1], "BLESSED"))
+    blessing = PipelineStore.for_output_dir(output_dir).latest_uri("Evaluator", "blessing")
+    return os.path.exists(os.path.join(blessing, "BLESSED"))
 
 
 def dead_letter_counts(output_dir: str) -> dict:
-    root = configs.output_paths(output_dir)["pipeline_root"]
-    found = sorted(glob.glob(os.path.join(root, "LogExampleGen", "*", "*", "counts.json")))
-    with open(found[-1]) as f:
+    dead_letter = PipelineStore.for_output_dir(output_dir).latest_uri("LogExampleGen", "dead_letter")
+    with open(os.path.join(dead_letter, "counts.json")) as f:
         return json.load(f)
 
 
@@ -86,10 +82,9 @@ ARTIFACTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 
 def newest_report_dir(output_dir: str) -> str:
-    root = configs.output_paths(output_dir)["pipeline_root"]
-    runs = sorted(glob.glob(os.path.join(root, "ModelReport", "report", "*")), key=lambda d: int(os.path.basename(d)))
-    assert runs, f"no ModelReport output under {root}"
-    return runs[-1]
+    report = PipelineStore.for_output_dir(output_dir).latest_uri("ModelReport", "report")
+    assert report, f"no ModelReport output in the MLMD store of {output_dir}"
+    return report
 
 
 def image_sources(index_html: str) -> list:

@@ -2,6 +2,7 @@
 import numpy as np
 
 from models import features as F
+from pipeline import configs
 
 SMALL_VOCAB = 12
 
@@ -66,7 +67,7 @@ def build_transform_output(rows, history_length, temp_dir, out_dir):
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-    from models.preprocessing import preprocessing_fn
+    preprocessing_fn = configured_preprocessing_fn()
 
     metadata = dataset_metadata.DatasetMetadata(
         schema_utils.schema_from_feature_spec(F.raw_feature_spec(history_length)))
@@ -82,3 +83,21 @@ def raw_batch(rows, history_length):
     dtypes = {"int64": np.int64, "float32": np.float32, "string": object}
     return {k: np.array([r[k] for r in rows], dtype=dtypes[spec[k].dtype.name])
             for k in F.SERVING_RAW_FEATURES}
+
+
+def trainer_config(model_type: str, history_length: int, **changes):
+    """pipeline/configs.py's TrainerConfig for small test rankers: the regression watch
+    head, the builder's own ranker defaults and 4-wide embeddings unless `changes` say
+    otherwise."""
+    fields = dict(watch_head="regression", ranker_params={}, embedding_dim=4)
+    fields.update(changes)
+    return configs.trainer_config(model_type, history_length=history_length, **fields)
+
+
+def configured_preprocessing_fn():
+    """`preprocessing_fn` bound to pipeline/configs.py's TransformConfig, as Transform calls it."""
+    import functools
+
+    from models.preprocessing import preprocessing_fn
+
+    return functools.partial(preprocessing_fn, custom_config=configs.TRANSFORM.to_custom_config())

@@ -44,13 +44,13 @@ def mirrored2(out):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from models.training import strategies
-    from models.training.run_fn import build_ranker
-    from tests.helpers.ranker_utils import small_vocab_sizes
+    from models.rankers import build_ranker
+    from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     strategy = strategies.make_strategy("mirrored")
     sizes = small_vocab_sizes()
     with strategy.scope():
-        model = build_ranker("din", sizes, L, {"embedding_dim": 4})
+        model = build_ranker(trainer_config("din", L), sizes)
     x, y = _data(sizes, GLOBAL_BATCH * STEPS)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     history = model.fit(ds, epochs=1, verbose=0)
@@ -66,13 +66,13 @@ def multi_worker(out, backup_dir):
     import tf_keras as keras
 
     from models.training import strategies
-    from models.training.run_fn import build_ranker
-    from tests.helpers.ranker_utils import small_vocab_sizes
+    from models.rankers import build_ranker
+    from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     strategy = strategies.make_strategy("multi_worker")
     sizes = small_vocab_sizes()
     with strategy.scope():
-        model = build_ranker("baseline", sizes, L, {"embedding_dim": 4, "hidden_units": [16]})
+        model = build_ranker(trainer_config("baseline", L, ranker_params={"hidden_units": [16]}), sizes)
     x, y = _data(sizes, GLOBAL_BATCH * STEPS)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     backup = keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
@@ -88,8 +88,8 @@ def parameter_server(out):
     import tf_keras as keras
 
     from models.training import strategies
-    from models.training.run_fn import build_ranker
-    from tests.helpers.ranker_utils import small_vocab_sizes
+    from models.rankers import build_ranker
+    from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     # In-process cluster: 1 worker + 2 ps servers in this process, this process is the chief.
     spec = {"worker": [f"localhost:{free_port()}"], "ps": [f"localhost:{free_port()}" for _ in range(2)]}
@@ -105,7 +105,7 @@ def parameter_server(out):
                                         ps_min_shard_bytes=16 << 10, ps_max_shards=2)
     sizes = dict(small_vocab_sizes(), video_id=2000)
     with strategy.scope():
-        model = build_ranker("baseline", sizes, L, {"embedding_dim": 8, "hidden_units": [16]})
+        model = build_ranker(trainer_config("baseline", L, embedding_dim=8, ranker_params={"hidden_units": [16]}), sizes)
     table = model.get_layer("features").tables["video_id"]
     before = np.concatenate([v.numpy() for v in table.variables])
     x, y = _data(sizes, GLOBAL_BATCH * 8)

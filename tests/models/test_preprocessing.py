@@ -8,7 +8,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from models import features as F
-from models.preprocessing import preprocessing_fn
+from tests.helpers.ranker_utils import configured_preprocessing_fn
 
 L = 4
 
@@ -42,7 +42,7 @@ def transformed(tmp_path_factory):
     temp = str(tmp_path_factory.mktemp("tft"))
     with tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
         (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            preprocessing_fn, output_record_batches=False)
+            configured_preprocessing_fn(), output_record_batches=False)
         out_dir = str(tmp_path_factory.mktemp("tft_out"))
         _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
     return out, tft.TFTransformOutput(out_dir)

@@ -20,7 +20,7 @@ def test_compiles_every_component_with_the_image(tmp_path):
     images = {e["container"]["image"] for e in executors.values() if "container" in e}
     assert images == {"registry.example/watchtime-ranker:1"}
     leg = executors["LogExampleGen_executor"]["container"]["args"]
-    assert "components.log_example_gen.component.LogExampleGen_Executor" in leg
+    assert "components.log_example_gen.executor.Executor" in leg
     text = json.dumps(spec)
     assert "gs://bucket/logs" in text and "/app/schemas/schema.pbtxt" in text
     assert "DataflowRunner" in text

@@ -4,7 +4,10 @@ import json
 
 import pytest
 
-import local_runner
+from models.training.config import TrainerConfig
+from models.transform_config import TransformConfig
+from pipeline import configs
+from pipeline.runners import build_local
 
 
 def _by_id(pipeline):
@@ -12,7 +15,7 @@ def _by_id(pipeline):
 
 
 def test_splits_reach_transform_trainer_and_evaluator(tmp_path):
-    c = _by_id(local_runner.build(str(tmp_path / "logs"), str(tmp_path / "out")))
+    c = _by_id(build_local(str(tmp_path / "logs"), str(tmp_path / "out")))
     prop = lambda node, key: json.loads(c[node].exec_properties[key])  # noqa: E731
     assert prop("Transform", "splits_config") == {"analyze": ["train"], "transform": ["train", "validation", "eval"]}
     assert prop("Trainer", "train_args")["splits"] == ["train"]
@@ -23,11 +26,42 @@ def test_splits_reach_transform_trainer_and_evaluator(tmp_path):
 
 
 def test_compare_to_blessed_false_drops_the_resolver_and_the_baseline(tmp_path):
-    c = _by_id(local_runner.build(str(tmp_path / "logs"), str(tmp_path / "out"), compare_to_blessed=False))
+    c = _by_id(build_local(str(tmp_path / "logs"), str(tmp_path / "out"), compare_to_blessed=False))
     assert "latest_blessed_model_resolver" not in c
     assert "baseline_model" not in c["Evaluator"].inputs
 
 
 def test_no_validation_day_is_refused(tmp_path):
     with pytest.raises(ValueError, match="validation_last_n_days must be >= 1"):
-        local_runner.build(str(tmp_path / "logs"), str(tmp_path / "out"), validation_last_n_days=0)
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"), validation_last_n_days=0)
+
+
+def test_typed_configs_reach_transform_and_trainer(tmp_path):
+    """Transform's knobs are in its custom_config (so in its cache key) and both typed
+    configs round-trip through the component's exec properties."""
+    c = _by_id(build_local(str(tmp_path / "logs"), str(tmp_path / "out")))
+    transform = json.loads(c["Transform"].exec_properties["custom_config"])
+    assert transform["ead_beta"] == configs.EAD_BETA
+    assert TransformConfig.from_custom_config(transform) == configs.TRANSFORM
+    trainer = json.loads(c["Trainer"].exec_properties["custom_config"])
+    assert TrainerConfig.from_custom_config(trainer) == configs.TRAINER
+    assert trainer["shuffle_buffer_size"] == configs.SHUFFLE_BUFFER_SIZE
+
+
+def test_configs_refuse_missing_unknown_and_bad_knobs():
+    good = configs.TRAINER.to_custom_config()
+    with pytest.raises(ValueError, match=r"missing \['batch_size'\]"):
+        TrainerConfig.from_custom_config({k: v for k, v in good.items() if k != "batch_size"})
+    with pytest.raises(ValueError, match=r"unknown \['bogus'\]"):
+        TrainerConfig.from_custom_config(dict(good, bogus=1))
+    with pytest.raises(ValueError, match="watch_head"):
+        configs.TRAINER.replace(watch_head="cread+xyz")
+    with pytest.raises(ValueError, match="missing"):
+        TransformConfig.from_custom_config({})
+
+
+def test_mismatched_history_length_or_oov_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="history_length"):
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"), trainer_config=configs.trainer_config(history_length=7))
+    with pytest.raises(ValueError, match="oov_buckets"):
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"), trainer_config=configs.trainer_config(oov_buckets=3))

@@ -5,6 +5,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.layers.cin import CIN
+from tests.models.layers.round_trip import assert_config_round_trip
 
 
 def naive_cin(x0, kernels, layer_sizes, split_half, biases=None):
@@ -114,3 +115,10 @@ def test_saved_model_round_trip(tmp_path):
     loaded = tf.saved_model.load(str(tmp_path / "m"))
     np.testing.assert_allclose(loaded(tf.constant(x), training=False).numpy(), expected,
                                rtol=1e-6, atol=1e-6)
+
+
+def test_config_round_trip_gives_same_outputs():
+    x0 = np.random.default_rng(3).normal(size=(2, 5, 4)).astype(np.float32)
+    cin = CIN((4, 3), split_half=True, activation="relu", use_bias=True,
+              bias_initializer="random_normal", name="cin")
+    assert_config_round_trip(cin, lambda layer: layer(x0))

@@ -5,6 +5,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.layers.dice import Dice
+from tests.models.layers.round_trip import assert_config_round_trip
 
 
 def numpy_dice(x, mean, var, alpha, eps):
@@ -98,3 +99,10 @@ def test_saved_model_round_trip(tmp_path):
     loaded = tf.saved_model.load(str(tmp_path / "m"))
     np.testing.assert_allclose(loaded(tf.constant(x), training=False).numpy(), expected,
                                rtol=1e-6, atol=1e-6)
+
+
+def test_config_round_trip_gives_same_outputs():
+    dice, _ = make_dice(channels=5)
+    x = np.random.default_rng(5).normal(size=(6, 5)).astype(np.float32)
+    dice(x, training=True)  # moving statistics away from their initial values
+    assert_config_round_trip(dice, lambda layer: layer(x, training=False))

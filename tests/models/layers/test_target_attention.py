@@ -5,6 +5,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.layers.target_attention import TargetAttention
+from tests.models.layers.round_trip import assert_config_round_trip
 
 B, L, D = 3, 5, 4
 
@@ -129,3 +130,11 @@ def test_saved_model_round_trip(tmp_path):
     got = loaded([tf.constant(query), tf.constant(keys), tf.constant(mask)], training=False)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("activation,use_softmax", [("dice", False), ("prelu", True)])
+def test_config_round_trip_gives_same_outputs(activation, use_softmax):
+    query, keys, mask = inputs(6)
+    att = TargetAttention(hidden_units=(8, 4), activation=activation, use_softmax=use_softmax, name="ta")
+    assert_config_round_trip(att, lambda layer: layer(query, keys, mask=mask, training=False,
+                                                      return_attention_scores=True))

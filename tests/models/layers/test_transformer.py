@@ -1,11 +1,13 @@
-"""BST transformer block (+ Shaw relative positions) and the time-gap embedding."""
+"""BST transformer block (+ Shaw relative positions) against a naive loop; the
+time-gap embedding it is fed with: test_time_gap.py."""
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from models.layers.transformer import (TimeGapBucketEmbedding, TransformerEncoderBlock,
-                                log_spaced_boundaries)
+from models.layers.time_gap import TimeGapBucketEmbedding
+from models.layers.transformer import TransformerEncoderBlock
+from tests.models.layers.round_trip import assert_config_round_trip
 
 B, S, D, H, DK = 2, 5, 6, 2, 3
 MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
@@ -157,40 +159,16 @@ def test_invalid_arguments(kwargs):
         TransformerEncoderBlock(**args)
 
 
-def test_time_gap_buckets_match_numpy():
-    boundaries = [1.0, 60.0, 3600.0, 86400.0]
-    emb = TimeGapBucketEmbedding(output_dim=3, boundaries=boundaries)
-    gaps = np.array([[0.0, 0.5, 1.0, 59.9, 60.0, 1e4, 86400.0, 1e7, -5.0]], np.float32)
-    out = emb(gaps).numpy()
-    buckets = np.searchsorted(boundaries, np.maximum(gaps, 0), side="right")
-    np.testing.assert_array_equal(emb.bucketize(gaps).numpy(), buckets)
-    np.testing.assert_array_equal(out, emb.embeddings.numpy()[buckets])
-    assert out.shape == (1, 9, 3) and emb.num_buckets == 5
-
-
-def test_default_boundaries_are_log_spaced():
-    emb = TimeGapBucketEmbedding(output_dim=4, num_buckets=6, min_gap_s=1.0, max_gap_s=1e4)
-    np.testing.assert_allclose(emb.boundaries, [1.0, 10.0, 100.0, 1e3, 1e4], rtol=1e-9)
-    assert len(log_spaced_boundaries()) == 15
-    assert emb(tf.constant([[3, 300]], tf.int64)).shape == (1, 2, 4)
-
-
-@pytest.mark.parametrize("kwargs", [
-    {"output_dim": 0}, {"output_dim": 4, "boundaries": [10.0, 5.0]},
-    {"output_dim": 4, "boundaries": []}, {"output_dim": 4, "num_buckets": 1},
-    {"output_dim": 4, "min_gap_s": 0.0},
-])
-def test_time_gap_invalid_arguments(kwargs):
-    with pytest.raises(ValueError):
-        TimeGapBucketEmbedding(**kwargs)
-
-
 def test_get_config_round_trips():
     layer = TransformerEncoderBlock(num_heads=4, key_dim=8, ffn_units=32,
                                     relative_positions=True, max_relative_position=4, name="t")
     assert TransformerEncoderBlock.from_config(layer.get_config()).get_config() == layer.get_config()
-    emb = TimeGapBucketEmbedding(output_dim=8, boundaries=[1.0, 10.0], name="g")
-    assert TimeGapBucketEmbedding.from_config(emb.get_config()).get_config() == emb.get_config()
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_config_round_trip_gives_same_outputs(relative):
+    x = sequence(6)
+    assert_config_round_trip(block(relative), lambda layer: layer(x, mask=MASK, return_attention_scores=True))
 
 
 def test_saved_model_round_trip(tmp_path):

@@ -8,10 +8,13 @@ from models import features as F
 from models.layers.feature_layer import FeatureLayer, model_inputs
 from models import heads as H
 from models.watch_time.cqe import interpolate_quantile, quantile_levels
-from models.training.run_fn import (RANKERS, build_ranker, ead_thresholds_from_transform_output,
-                           export_serving_model, vocab_sizes)
+from models.rankers import RANKERS, build_ranker
+from models.training.export import export_serving_model
+from models.training.input import vocab_sizes
+from models.training.run_fn import ead_thresholds_from_transform_output
+from pipeline import configs
 from tests.helpers.ranker_utils import (build_transform_output, random_transformed, raw_batch, raw_rows,
-                                small_vocab_sizes)
+                                        small_vocab_sizes, trainer_config)
 
 L = 5
 # every ranker, plus BST with relative positions
@@ -34,7 +37,7 @@ def _train(model_type, params, sizes, steps=4, seed=0, hp=None, thresholds=None)
     """Builds `model_type` with the heads of `hp` (default: click + regression) and
     trains `steps` batches on random transformed data."""
     tf.random.set_seed(seed)
-    model = build_ranker(model_type, sizes, L, {"embedding_dim": 4, "ranker_params": params, **(hp or {})},
+    model = build_ranker(trainer_config(model_type, L, ranker_params=params, **(hp or {})), sizes,
                          ead_thresholds=thresholds)
     if steps:
         x, y = random_transformed(32 * steps, L, sizes, seed=seed)
@@ -100,7 +103,7 @@ def test_watch_heads_train_export_reload_same_predictions(model_type, params, wa
     monotone in the served model; serving_dqc with the default k = serving_default."""
     tft_output, rows = transform_output
     thresholds = ead_thresholds_from_transform_output(tft_output)
-    hp = {"watch_head": watch_head, "cqe": {"num_quantiles": NUM_Q}, "ranking_score": "click_prob * watch_time_s"}
+    hp = {"watch_head": watch_head, "cqe": dict(configs.CQE, num_quantiles=NUM_Q), "ranking_score": "click_prob * watch_time_s"}
     model = _train(model_type, params, vocab_sizes(tft_output), hp=hp, thresholds=thresholds)
     raw = raw_batch(rows, L)
     transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
@@ -141,7 +144,7 @@ def test_watch_heads_train_export_reload_same_predictions(model_type, params, wa
 def test_serving_dqc_honours_k_and_ranking_score_follows(transform_output, tmp_path):
     """dqc = k·t_0.25 + (1 − k)·t_0.7 per request; a ranking score using dqc follows k."""
     tft_output, rows = transform_output
-    hp = {"watch_head": "cqe", "cqe": {"num_quantiles": NUM_Q}, "ranking_score": "click_prob * dqc"}
+    hp = {"watch_head": "cqe", "cqe": dict(configs.CQE, num_quantiles=NUM_Q), "ranking_score": "click_prob * dqc"}
     model = _train("baseline", {}, vocab_sizes(tft_output), hp=hp)
     export_dir = str(tmp_path / "export")
     export_serving_model(model, tft_output, L, export_dir)
@@ -185,7 +188,7 @@ def test_rankers_learn_a_simple_signal():
     x, y = random_transformed(512, L, sizes, seed=3)
     for model_type in ("lr", "din"):
         tf.random.set_seed(0)
-        model = build_ranker(model_type, sizes, L, {"embedding_dim": 4, "learning_rate": 0.02})
+        model = build_ranker(trainer_config(model_type, L, learning_rate=0.02), sizes)
         model.fit(x, y, batch_size=64, epochs=6, verbose=0)
         p = model.predict(x, verbose=0)["click_prob"].reshape(-1)
         assert keras.metrics.AUC()(y["click_prob"], p).numpy() > 0.8, model_type
@@ -193,9 +196,9 @@ def test_rankers_learn_a_simple_signal():
 
 def test_unknown_model_type_and_bad_params_raise():
     with pytest.raises(ValueError, match="unknown model_type 'deepfm'"):
-        build_ranker("deepfm", small_vocab_sizes(), L)
+        build_ranker(trainer_config("deepfm", L), small_vocab_sizes())
     with pytest.raises(ValueError, match="bad ranker_params"):
-        build_ranker("din", small_vocab_sizes(), L, {"ranker_params": {"cin_layer_sizes": [4]}})
+        build_ranker(trainer_config("din", L, ranker_params={"cin_layer_sizes": [4]}), small_vocab_sizes())
     assert set(RANKERS) == {"lr", "baseline", "xdeepfm", "din", "bst"}
 
 

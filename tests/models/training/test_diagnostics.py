@@ -8,9 +8,10 @@ import pytest
 import tensorflow as tf
 
 from models.training import diagnostics as D
-from models.training.run_fn import build_ranker, label_keys_for
+from models.rankers import build_ranker
+from models.training.input import label_keys_for
 from pipeline import configs
-from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes
+from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes, trainer_config
 
 L = 5
 T = [1.0, 3.0, 10.0, 30.0, 90.0]
@@ -62,10 +63,9 @@ def test_fit_writes_learning_rate_attention_and_quantile_summaries(model_type, a
     import tf_keras as keras
 
     tf.random.set_seed(0)
-    model = build_ranker(model_type, small_vocab_sizes(), L,
-                         {"embedding_dim": 4, "watch_head": "cread+cqe", "learning_rate": 0.002,
-                          "cqe": {"num_quantiles": 9}, "ranker_params": configs.RANKER_PARAMS[model_type]},
-                         ead_thresholds=T)
+    config = trainer_config(model_type, L, watch_head="cread+cqe", learning_rate=0.002,
+                            cqe=dict(configs.CQE, num_quantiles=9), ranker_params=configs.RANKER_PARAMS[model_type])
+    model = build_ranker(config, small_vocab_sizes(), ead_thresholds=T)
     x, y = random_transformed(64, L, small_vocab_sizes(), seed=4)
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
     keys = label_keys_for(model)

@@ -12,12 +12,11 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
 from tfx_bsl.public import tfxio
 
-import local_runner
 from models import features as F
-from models.preprocessing import preprocessing_fn
+from models.training.input import shuffle_labels
 from models.training.run_fn import run_fn
 from pipeline import configs
-from tests.helpers.ranker_utils import raw_batch, raw_rows
+from tests.helpers.ranker_utils import configured_preprocessing_fn, raw_batch, raw_rows
 
 L = 5
 
@@ -30,7 +29,7 @@ def transformed_files(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("transformed")
     with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tmp")), force_tf_compat_v1=False):
         (transformed, transformed_metadata), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            preprocessing_fn, output_record_batches=False)
+            configured_preprocessing_fn(), output_record_batches=False)
         _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
     coder = tft.coders.ExampleProtoCoder(transformed_metadata.schema)
     files = {}
@@ -51,7 +50,8 @@ def _data_accessor():
 
 
 def _fn_args(files, transform_dir, tmp_path, **config):
-    custom_config = dict(local_runner.trainer_config(), history_length=L, batch_size=16, embedding_dim=4)
+    custom_config = configs.trainer_config(history_length=L, batch_size=16, embedding_dim=4,
+                                           watch_head="regression").to_custom_config()
     custom_config.update(config)
     return FnArgs(train_files=files["train"], eval_files=files["eval"], transform_output=transform_dir,
                   serving_model_dir=str(tmp_path / "serving"), model_run_dir=str(tmp_path / "run"),
@@ -77,7 +77,7 @@ def test_run_fn_trains_and_exports(model_type, transformed_files, tmp_path):
     out = loaded.signatures["serving_default"](**raw)
     assert out["click_prob"].shape == (7, 1) and out["watch_time_s"].shape == (7, 1)
     assert np.all((out["click_prob"].numpy() > 0) & (out["click_prob"].numpy() < 1))
-    # TensorBoard: per-head curves (Keras) and the diagnostics (models/training_diagnostics.py)
+    # TensorBoard: per-head curves (Keras) and the diagnostics (models/training/diagnostics.py)
     from tests.helpers.e2e_utils import tensorboard_tags
 
     tags = tensorboard_tags(fn_args.model_run_dir)
@@ -133,7 +133,6 @@ def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files
 
 def test_shuffle_labels_permutes_every_label_together():
     """The diagnostic that trains the degraded candidate of the e2e gating test."""
-    from models.training.run_fn import shuffle_labels
 
     n = 64
     x = np.arange(n, dtype=np.float32)

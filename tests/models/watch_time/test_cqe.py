@@ -5,6 +5,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.watch_time import cqe
+from tests.models.layers.round_trip import assert_config_round_trip
 
 
 def _inv_softplus(v):
@@ -111,3 +112,10 @@ def test_config_and_savedmodel_roundtrip(tmp_path):
     loaded = keras.models.load_model(str(tmp_path / "m"))
     for key in ("quantiles", "cse", "dqc", "cde"):
         np.testing.assert_allclose(loaded(h)[key].numpy(), model(h)[key].numpy(), rtol=1e-6)
+
+
+def test_config_round_trip_gives_same_outputs():
+    h = np.random.default_rng(4).normal(size=(3, 5)).astype(np.float32)
+    head = cqe.CqeHead(num_quantiles=9, increment="relu", tau_low=0.3, default_k=0.2, name="cqe")
+    assert_config_round_trip(head, lambda layer: layer(h))
+    assert not np.allclose(head.base.kernel.numpy()[:, 0], head.increments.kernel.numpy()[:, 0])

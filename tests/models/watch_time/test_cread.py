@@ -5,6 +5,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.watch_time import cread
+from tests.models.layers.round_trip import assert_config_round_trip
 
 
 def test_ordinal_labels():
@@ -131,3 +132,9 @@ def test_head_outputs_config_and_savedmodel_roundtrip(tmp_path):
     raw = tf.saved_model.load(path)  # plain TF, no Python classes
     np.testing.assert_allclose(raw(tf.constant(h))["watch_time"].numpy(),
                                res["watch_time"].numpy(), rtol=1e-6)
+
+
+def test_config_round_trip_gives_same_outputs():
+    h = np.random.default_rng(5).normal(size=(3, 8)).astype(np.float32)
+    head = cread.CreadHead([1.0, 3.0, 10.0], restoration="riemann", phi0=0.8, name="cread")
+    assert_config_round_trip(head, lambda layer: layer(h))

@@ -1,6 +1,6 @@
-"""EAD (CREAD, Sun et al. AAAI 2024): CDF, gamma family, objective, search, TFT analyzer."""
+"""EAD (CREAD, Sun et al. AAAI 2024): CDF, gamma family, objective, search.
+The TF Transform analyzer and its asset reader: test_ead_analyzer.py."""
 import json
-import os
 
 import numpy as np
 import pytest
@@ -144,56 +144,3 @@ def test_validation_errors():
         ead.search_thresholds(np.arange(1.0, 10.0), 5, -1.0)
     with pytest.raises(ValueError):
         ead.PiecewiseLinearCdf([0, 2, 1], [0, .5, 1])
-
-
-# ---------------------------------------------------------- TFT analyzer
-def test_tft_analyzer_matches_pure_function(tmp_path):
-    """Exact agreement when tft.quantiles is exact: n = 2000 (a multiple of the 100
-    buckets) and epsilon = 1e-3 keep every point in the summary, so its boundaries
-    equal boundaries_from_samples(method='higher'); thresholds then agree to float32
-    rounding (rtol 1e-6), and the transform graph re-applied outside Beam gives them."""
-    import tensorflow as tf
-    import tensorflow_transform as tft
-    import tensorflow_transform.beam as tft_beam
-
-    rng = np.random.default_rng(0)
-    x = np.concatenate([np.zeros(300), rng.exponential(10.0, 1700)]).astype(np.float32)
-    raw = [{"watch_time_s": float(v)} for v in x]
-    meta = tft.DatasetMetadata.from_feature_spec(
-        {"watch_time_s": tf.io.FixedLenFeature([], tf.float32)})
-
-    def preprocessing_fn(inputs):
-        wt = inputs["watch_time_s"]
-        th, rep = ead.ead_thresholds_analyzer(wt, M=20, beta=100.0, num_quantiles=100,
-                                              t_max_quantile=0.99)
-        b = tft.quantiles(wt, 100, 1e-3)
-        n = tf.shape(wt)[0]
-        return {"th": tf.tile(th[tf.newaxis], [n, 1]), "rep": tf.fill([n], rep),
-                "b": tf.tile(tf.reshape(b, [1, -1]), [n, 1]),
-                "y_bucket": tf.reduce_sum(tf.cast(wt[:, None] > th[None, :], tf.int64), 1)}
-
-    with tft_beam.Context(temp_dir=str(tmp_path / "tmp"), force_tf_compat_v1=False):
-        (data, _), transform_fn = (raw, meta) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn)
-        _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "tf"))
-
-    b_np = ead.boundaries_from_samples(x, 100)
-    np.testing.assert_allclose(np.asarray(data[0]["b"], np.float64), b_np, rtol=1e-6)
-    ref = ead.search_thresholds(b_np, 20, 100.0, t_max_quantile=0.99)
-    th = np.asarray(data[0]["th"], np.float64)
-    np.testing.assert_allclose(th, ref.thresholds, rtol=1e-6)
-    assert np.all(np.diff(th) > 0) and th.size == ref.M_eff
-    rep = json.loads(data[0]["rep"])
-    assert rep["chosen"] == ref.chosen and len(rep["candidates"]) == len(ref.candidates)
-
-    # the thresholds are constants of the exported transform graph (no Beam, no py_function)
-    out = tft.TFTransformOutput(str(tmp_path / "tf")).transform_raw_features(
-        {"watch_time_s": tf.constant(x[:5])}, drop_unused_features=True)
-    np.testing.assert_allclose(out["th"].numpy()[0], th, rtol=0)
-    np.testing.assert_array_equal(out["y_bucket"].numpy(), [r["y_bucket"] for r in data[:5]])
-
-    # ... and the JSON report is an asset of the transform graph, found by its key
-    asset = tft.TFTransformOutput(str(tmp_path / "tf")).vocabulary_file_by_name("ead_thresholds")
-    assert os.path.basename(asset) == ead.ASSET_FILENAME
-    with open(asset) as f:
-        from_asset = ead.EadResult.from_json(f.read())
-    np.testing.assert_allclose(from_asset.thresholds, th, rtol=1e-6)

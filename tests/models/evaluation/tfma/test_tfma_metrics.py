@@ -300,7 +300,7 @@ def test_hash_sample_is_exact_on_the_kept_users_whatever_the_split(model_and_dat
     comps = {c.keys[0].name: c for c in custom_computations(eval_config(), max_rows=max_rows)}
     # documented kept set: users with the smallest hashes whose rows fit in max_rows
     users = np.unique(d["user_id"])
-    h = TM._hash(users, 0)
+    h = TM.stable_hash(users, 0)
     cum = np.cumsum([np.sum(d["user_id"] == u) for u in users[np.argsort(h)]])
     kept_users = users[np.argsort(h)][: np.searchsorted(cum, max_rows, side="right")]
     rows = np.flatnonzero(np.isin(d["user_id"], kept_users))

@@ -1,0 +1,154 @@
+"""LogExampleGenConfig: the typed knobs of LogExampleGen (pure Python, no TFX/Beam).
+
+The values live in pipeline/configs.py; this class only names, types and checks them.
+The file patterns default to the KuaiRand-Pure release names of
+schemas/kuairand_format.py (the one definition of the format); every other knob is
+required. ``to_component_args()`` gives the ``LogExampleGen(...)`` keyword arguments
+(its execution properties, hence its cache key); ``to_custom_config()`` /
+``from_custom_config()`` round-trip through plain JSON values::
+
+    cfg = LogExampleGenConfig(history_length=50, history_min_watch_s=0.0,
+                              train_days="20220425-20220502", eval_days=(20220503, 20220504),
+                              eval_last_n_days=2, validation_last_n_days=1,
+                              max_bad_row_fraction=0.01)
+    cfg.train_days  # (20220425, ..., 20220502): day lists are sorted tuples of yyyymmdd ints
+    assert LogExampleGenConfig.from_custom_config(cfg.to_custom_config()) == cfg
+    assert LogExampleGenConfig.from_custom_config(cfg.to_component_args()) == cfg
+"""
+import dataclasses
+import os
+from typing import Any, Dict, Sequence, Tuple, Union
+
+from components.log_example_gen import time_split
+from schemas import kuairand_format
+
+Days = Union[str, Sequence[int]]
+
+PATTERN_FIELDS = ("log_file_pattern", "user_features_pattern", "video_features_pattern")
+
+
+def _int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"LogExampleGenConfig.{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"LogExampleGenConfig.{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _float(name: str, value: Any, low: float, high: float = float("inf")) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"LogExampleGenConfig.{name} must be a number, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"LogExampleGenConfig.{name} must be in [{low}, {high}], got {value}")
+    return float(value)
+
+
+def _days(name: str, value: Days) -> Tuple[int, ...]:
+    """Text (time_split.parse_days) or ints -> sorted tuple of checked yyyymmdd days."""
+    try:
+        if isinstance(value, str):
+            days = time_split.parse_days(value)
+        elif isinstance(value, (list, tuple)):
+            days = [time_split.check_day(d) for d in value]
+        else:
+            raise ValueError(f"expected a day list text or a sequence of yyyymmdd ints, got {value!r}")
+    except ValueError as e:
+        raise ValueError(f"LogExampleGenConfig.{name}: {e}") from None
+    if len(set(days)) != len(days):
+        raise ValueError(f"LogExampleGenConfig.{name} lists a day twice: {list(value)}")
+    return tuple(sorted(days))
+
+
+def _pattern(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"LogExampleGenConfig.{name} must be a non-empty file pattern, got {value!r}")
+    if os.path.isabs(value) or "://" in value:
+        raise ValueError(f"LogExampleGenConfig.{name} is relative to input_base, got the absolute {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class LogExampleGenConfig:
+    """Every knob of LogExampleGen (values: pipeline/configs.py).
+
+    history_length: L, the fixed (padded) length of every behaviour history (>= 1);
+    history_min_watch_s: earlier events enter a history if watched >= this (>= 0);
+    train_days / eval_days: yyyymmdd days (text like ``"20220425-20220502,20220504"``
+      or ints); empty: see time_split.py for the rules, with ``eval_last_n_days``;
+    validation_last_n_days: the last N train days present become the validation split;
+    max_bad_row_fraction: the run fails above this share of bad log rows ([0, 1]);
+    *_pattern: file globs under input_base; may hold TFX's ``{SPAN}`` / ``{VERSION}``
+      or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py).
+    """
+
+    history_length: int
+    history_min_watch_s: float
+    train_days: Tuple[int, ...]
+    eval_days: Tuple[int, ...]
+    eval_last_n_days: int
+    validation_last_n_days: int
+    max_bad_row_fraction: float
+    log_file_pattern: str = kuairand_format.LOG_FILE_PATTERN
+    user_features_pattern: str = kuairand_format.USER_FEATURES_PATTERN
+    video_features_pattern: str = kuairand_format.VIDEO_FEATURES_PATTERN
+
+    def __post_init__(self):
+        checked = {
+            "history_length": _int("history_length", self.history_length, 1),
+            "history_min_watch_s": _float("history_min_watch_s", self.history_min_watch_s, 0.0),
+            "train_days": _days("train_days", self.train_days),
+            "eval_days": _days("eval_days", self.eval_days),
+            "eval_last_n_days": _int("eval_last_n_days", self.eval_last_n_days, 0),
+            "validation_last_n_days": _int("validation_last_n_days", self.validation_last_n_days, 0),
+            "max_bad_row_fraction": _float("max_bad_row_fraction", self.max_bad_row_fraction, 0.0, 1.0),
+        }
+        checked.update({name: _pattern(name, getattr(self, name)) for name in PATTERN_FIELDS})
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)  # frozen: normalise in place once
+        try:
+            time_split.validate_split_config(self.train_days, self.eval_days, self.eval_last_n_days,
+                                             self.validation_last_n_days)
+        except ValueError as e:
+            raise ValueError(f"LogExampleGenConfig: {e}") from None
+
+    @classmethod
+    def field_names(cls) -> Tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def required_field_names(cls) -> Tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING)
+
+    def to_component_args(self) -> Dict[str, Any]:
+        """``LogExampleGen(input_base=..., **cfg.to_component_args())`` keyword arguments:
+        scalars and strings only (TFX execution properties); days as comma lists."""
+        args = self.to_custom_config()
+        args["train_days"] = time_split.format_days(self.train_days)
+        args["eval_days"] = time_split.format_days(self.eval_days)
+        return args
+
+    def to_custom_config(self) -> Dict[str, Any]:
+        """Plain JSON values (day lists as lists of ints)."""
+        out = {name: getattr(self, name) for name in self.field_names()}
+        out["train_days"] = list(self.train_days)
+        out["eval_days"] = list(self.eval_days)
+        return out
+
+    @classmethod
+    def from_custom_config(cls, custom_config: Dict[str, Any]) -> "LogExampleGenConfig":
+        """Inverse of ``to_custom_config()`` (also reads ``to_component_args()``);
+        ValueError naming missing or unknown keys."""
+        given = set(custom_config or {})
+        missing = sorted(set(cls.required_field_names()) - given)
+        unknown = sorted(given - set(cls.field_names()))
+        if missing or unknown:
+            raise ValueError(f"LogExampleGenConfig: missing {missing}, unknown {unknown} "
+                             f"(build it with LogExampleGenConfig.to_custom_config())")
+        return cls(**custom_config)
+
+    @classmethod
+    def from_exec_properties(cls, exec_properties: Dict[str, Any]) -> "LogExampleGenConfig":
+        """The config inside LogExampleGen's execution properties (which also hold
+        input_base, span, version and input_fingerprint)."""
+        return cls.from_custom_config({k: v for k, v in exec_properties.items()
+                                       if k in cls.field_names() and v is not None})

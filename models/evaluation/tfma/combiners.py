@@ -1,0 +1,284 @@
+"""Beam CombineFns of the custom metrics: plumbing around `models.evaluation.metrics`.
+
+The math lives in the pure NumPy functions of `models.evaluation.metrics` (tested
+against brute force); a combiner here only gathers the rows or sufficient statistics
+a metric needs, merges partial states and calls the pure function:
+
+=====================  ==========================================  ================
+combiner               value                                       state
+=====================  ==========================================  ================
+XAUCCombiner           ``xauc(y, p)``                              rows (y, p)*
+GAUCCombiner           ``gauc(user, click, p)``                    rows by user*
+XGAUCCombiner          ``xgauc(user, y, p)``                       rows by user*
+NDCGCombiner           ``ndcg_at_k(user, gain, score, k)``         rows by user*
+ModelECSCombiner       ``model_ecs(user, item, score, k, disc.)``  rows by user*
+ObservedECSCombiner    ``ecs(items, sum of label per item)``       sum per item
+NECombiner             ``(sum logloss / n) / H(sum y / n)``        n, sum y, sum ll
+RMSECombiner           ``sqrt(sum (y - p)^2 / n)``                 n, sum sq. error
+QuantileCombiner       ``c_i = #(y <= t_tau_i) / n``,              n, sum pinball,
+                       ``mean_i |c_i - tau_i|``, pinball / n       N counts
+=====================  ==========================================  ================
+
+``*``: kept by :class:`~models.evaluation.tfma.sampling.RowsCombiner`, exact up to
+``max_rows`` rows, then a hash sample (see `models.evaluation.tfma.sampling`). The
+streaming combiners buffer rows and reduce them to sums every ``_FLUSH_ROWS`` rows, so
+their memory is constant. Every combiner returns all its keys; a value it cannot
+compute (empty slice, undefined metric) is NaN.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List
+
+import apache_beam as beam
+import numpy as np
+from tensorflow_model_analysis.metrics import metric_types
+
+from models.evaluation import metrics as M
+from models.evaluation.tfma.inputs import Reader, flat_rows, hashable_id
+from models.evaluation.tfma.sampling import RowsCombiner, stable_hash
+from models.watch_time.cqe import quantile_levels
+
+_FLUSH_ROWS = 4096  # streaming combiners reduce buffered rows to sums this often
+PINBALL_KEY = "pinball_loss"
+
+
+def coverage_key(tau: float) -> str:
+    """Metric key name of the coverage at level tau."""
+    return f"quantile_coverage@{tau:.4f}"
+
+
+# ---------------------------------------------------------------------- row-keeping
+
+
+class XAUCCombiner(RowsCombiner):
+    num_columns = 2  # label, prediction
+
+    def _rows(self, element):
+        return flat_rows(self._reader.label(element), self._reader.prediction(element))
+
+    def _group_hash(self, columns):
+        y, p = columns[0], columns[1]
+        return stable_hash(stable_hash(y, self._seed) ^ stable_hash(p, self._seed + 1),
+                           self._seed)
+
+    def _compute(self, columns):
+        y, p = columns
+        return {self._keys[0].name: M.xauc(y, p)}
+
+
+class UserRowsCombiner(RowsCombiner):
+    """Rows (user, a, b); sampled by user so every kept user is complete."""
+
+    num_columns = 3
+
+    def __init__(self, keys, reader, max_rows, sample_seed, user_key: str):
+        super().__init__(keys, reader, max_rows, sample_seed)
+        self._user_key = user_key
+
+    def _group_hash(self, columns):
+        return stable_hash(columns[0], self._seed)
+
+    def _rows(self, element):
+        return flat_rows(self._reader.feature(element, self._user_key),
+                         self._reader.label(element), self._reader.prediction(element))
+
+    def _user_counts(self, result: Dict[str, float], value_key: str) -> Dict[str, float]:
+        name = self._keys[0].name
+        return {name: result[value_key],
+                f"{name}_num_users_used": result["num_users_used"],
+                f"{name}_num_users_skipped": result["num_users_skipped"]}
+
+
+class GAUCCombiner(UserRowsCombiner):
+    def _compute(self, columns):
+        return self._user_counts(M.gauc(*columns), "gauc")
+
+
+class XGAUCCombiner(UserRowsCombiner):
+    def _compute(self, columns):
+        return self._user_counts(M.xgauc(*columns), "xgauc")
+
+
+class NDCGCombiner(UserRowsCombiner):
+    def __init__(self, keys, reader, max_rows, sample_seed, user_key, k):
+        super().__init__(keys, reader, max_rows, sample_seed, user_key)
+        self._k = k
+
+    def _compute(self, columns):
+        return self._user_counts(M.ndcg_at_k(*columns, k=self._k), "ndcg")
+
+
+class ModelECSCombiner(UserRowsCombiner):
+    """Rows (user, item, score)."""
+
+    def __init__(self, keys, reader, max_rows, sample_seed, user_key, item_key, k, discount):
+        super().__init__(keys, reader, max_rows, sample_seed, user_key)
+        self._item_key, self._k, self._discount = item_key, k, discount
+
+    def _rows(self, element):
+        return flat_rows(self._reader.feature(element, self._user_key),
+                         self._reader.feature(element, self._item_key),
+                         self._reader.prediction(element))
+
+    def _compute(self, columns):
+        user, item, score = columns
+        return {self._keys[0].name: M.model_ecs(user, item, score, self._k, self._discount)}
+
+
+# ---------------------------------------------------------------------- streaming
+
+
+class Sums:
+    """Accumulator: a vector of sums plus rows not yet reduced into it."""
+
+    __slots__ = ("sums", "pending")
+
+    def __init__(self, size: int, num_columns: int):
+        self.sums = np.zeros(size)
+        self.pending: List[list] = [[] for _ in range(num_columns)]
+
+    def __getstate__(self):
+        return (self.sums, self.pending)
+
+    def __setstate__(self, state):
+        self.sums, self.pending = state
+
+
+class SumsCombiner(beam.CombineFn):
+    """Constant-memory metrics: rows are reduced to sums with the pure functions."""
+
+    num_columns = 2
+    size = 0
+
+    def __init__(self, keys: List[metric_types.MetricKey], reader: Reader):
+        self._keys = keys
+        self._reader = reader
+
+    def _rows(self, element) -> List[np.ndarray]:
+        return flat_rows(self._reader.label(element), self._reader.prediction(element))
+
+    def _reduce(self, columns: List[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _finish(self, sums: np.ndarray) -> Dict[str, float]:
+        raise NotImplementedError
+
+    def _flush(self, acc: Sums) -> Sums:
+        if acc.pending[0]:
+            acc.sums = acc.sums + self._reduce([np.asarray(p, dtype=np.float64)
+                                                for p in acc.pending])
+            acc.pending = [[] for _ in acc.pending]
+        return acc
+
+    def create_accumulator(self) -> Sums:
+        return Sums(self.size, self.num_columns)
+
+    def add_input(self, acc: Sums, element) -> Sums:
+        for p, r in zip(acc.pending, self._rows(element)):
+            p.extend(r.tolist())
+        if len(acc.pending[0]) >= _FLUSH_ROWS:
+            self._flush(acc)
+        return acc
+
+    def merge_accumulators(self, accumulators: Iterable[Sums]) -> Sums:
+        out = self.create_accumulator()
+        for a in accumulators:
+            out.sums = out.sums + self._flush(a).sums
+        return out
+
+    def compact(self, acc: Sums) -> Sums:
+        return self._flush(acc)
+
+    def extract_output(self, acc: Sums) -> Dict[metric_types.MetricKey, float]:
+        sums = self._flush(acc).sums
+        values = self._finish(sums) if sums[0] > 0 else {}
+        return {k: float(values.get(k.name, float("nan"))) for k in self._keys}
+
+
+class NECombiner(SumsCombiner):
+    size = 3  # n, sum labels, sum logloss
+
+    def _reduce(self, columns):
+        y, p = columns
+        return np.array([y.size, y.sum(), M.logloss(y, p) * y.size])
+
+    def _finish(self, sums):
+        n, pos, ll = sums
+        h = M.binary_entropy(pos / n)
+        return {self._keys[0].name: (ll / n) / h if h > 0 else float("nan")}
+
+
+class RMSECombiner(SumsCombiner):
+    size = 2  # n, sum squared error
+
+    def _reduce(self, columns):
+        y, p = columns
+        return np.array([y.size, M.rmse(y, p) ** 2 * y.size])
+
+    def _finish(self, sums):
+        return {self._keys[0].name: float(np.sqrt(sums[1] / sums[0]))}
+
+
+class QuantileCombiner(SumsCombiner):
+    """Sums: n, pinball sum, then per level the count of y <= t_tau."""
+
+    num_columns = 2  # label, quantile vector (kept as a list per row)
+
+    def __init__(self, keys, reader, num_quantiles: int):
+        super().__init__(keys, reader)
+        self._taus = quantile_levels(num_quantiles)
+        self.size = 2 + num_quantiles
+
+    def _rows(self, element):
+        y = self._reader.label(element).reshape(-1)
+        q = self._reader.prediction(element).reshape(y.size, -1)
+        if q.shape[1] != self._taus.size:
+            raise ValueError(f"output {self._reader.output!r} has {q.shape[1]} quantiles, "
+                             f"config num_quantiles={self._taus.size}")
+        return [y, q]
+
+    def _reduce(self, columns):
+        y, q = columns
+        return np.concatenate([[y.size, M.pinball_loss(y, q, self._taus) * y.size],
+                               M.quantile_coverage(y, q, self._taus) * y.size])
+
+    def _finish(self, sums):
+        n, pin, covered = sums[0], sums[1], sums[2:]
+        cov = covered / n
+        out = {coverage_key(t): c for t, c in zip(self._taus, cov)}
+        out[self._keys[0].name] = float(np.mean(np.abs(cov - self._taus)))
+        out[PINBALL_KEY] = pin / n
+        return out
+
+
+# ---------------------------------------------------------------------- per item
+
+
+class ObservedECSCombiner(beam.CombineFn):
+    """Accumulator: {item id: summed label}; memory O(catalog)."""
+
+    def __init__(self, keys, reader, item_key: str):
+        self._keys, self._reader, self._item_key = keys, reader, item_key
+
+    def create_accumulator(self) -> Dict[Any, float]:
+        return {}
+
+    def add_input(self, acc, element):
+        items, w = flat_rows(self._reader.feature(element, self._item_key),
+                             self._reader.label(element))
+        for i, x in zip(items, w):
+            i = hashable_id(i)
+            acc[i] = acc.get(i, 0.0) + float(x)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accs = iter(accumulators)
+        out = dict(next(accs))
+        for a in accs:
+            for i, x in a.items():
+                out[i] = out.get(i, 0.0) + x
+        return out
+
+    def extract_output(self, acc):
+        value = M.ecs(list(acc), list(acc.values())) if acc else float("nan")
+        return {self._keys[0]: float(value)}

@@ -1,0 +1,217 @@
+"""Row-keeping combiners with a bounded, mergeable hash sample (the "rows*" metrics).
+
+XAUC and the per-user metrics are exact: the accumulator (:class:`Rows`) keeps the rows
+it needs (2-3 numbers per impression), merges by concatenation, and the metric is
+computed once at the end. Above ``max_rows`` rows per slice (default
+:data:`DEFAULT_MAX_ROWS`) :class:`RowsCombiner` keeps a deterministic hash sample,
+mergeable and independent of Beam's bundling:
+
+- each row gets a group hash (:func:`stable_hash`, SplitMix64 with ``sample_seed``):
+  the user id for per-user metrics (so a sampled user keeps *all* its impressions and
+  its per-user metric stays exact), the (label, prediction) pair for XAUC;
+- the kept set is the groups with the smallest hashes whose total rows fit in
+  ``max_rows`` (a bottom-k sketch by groups). Partial accumulators keep a superset of
+  this set with complete groups (their cut-off hash is never below the global one and
+  merging takes the minimum), so the result equals a one-pass computation;
+- ``{name}_rows_sampled_out`` counts the rows left out (0 = exact), never silent.
+
+Error when sampling (m rows kept, δ the failure probability), treating the hash as a
+uniform random draw:
+
+- XAUC: numerator N and denominator D (share of pairs with different labels) are
+  U-statistics of order 2 with kernels in [0, 1]; Hoeffding (1963) gives
+  ``P(|Û - U| >= t) <= 2 exp(-2 floor(m/2) t^2)`` for each, and with both within t,
+  ``|XAUC_hat - XAUC| <= 2 t / D_hat``, ``t = sqrt(ln(4/δ) / (2 floor(m/2)))``.
+  For m = 2e6, δ = 0.01 and continuous watch time (D ≈ 1): ``|error| <= 0.0035``.
+  Identical (label, prediction) rows share a hash and are kept or left out together.
+- UserNDCG (mean over sampled users of values in [0, 1]): Hoeffding-Serfling,
+  ``|error| <= sqrt(ln(2/δ) / (2 m_users))``.
+- GroupAUC / XGAUC (impression-weighted ratio over sampled users): delta-method
+  standard error ``sqrt(1 - f) sqrt(sum_u w_u^2 (a_u - G)^2) / sum_u w_u`` (f = share
+  of users kept); no distribution-free bound is claimed.
+- ModelECS on sampled users is biased low (fewer users reach fewer items): keep
+  ``max_rows`` above the eval size when ECS matters; the counter shows if it was not.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+from tensorflow_model_analysis.metrics import metric_types
+
+from models.evaluation.tfma.inputs import Reader
+
+DEFAULT_MAX_ROWS = 2_000_000
+
+_U = np.uint64
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser of uint64 values (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = x.astype(_U) + _U(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> _U(30))) * _U(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U(27))) * _U(0x94D049BB133111EB)
+        return z ^ (z >> _U(31))
+
+
+def stable_hash(values: np.ndarray, seed: int) -> np.ndarray:
+    """Deterministic 63-bit hash (fits int64, so thresholds compare exactly).
+
+    Integers and floats hash their 64-bit patterns, anything else (bytes, str) its
+    8-byte BLAKE2b digest; then ``splitmix64(bits ^ splitmix64(seed)) >> 1``.
+    """
+    a = np.asarray(values).reshape(-1)
+    if a.dtype.kind in "iub":
+        bits = a.astype(np.int64).view(_U)
+    elif a.dtype.kind == "f":
+        bits = a.astype(np.float64).view(_U)
+    else:
+        bits = np.array([int.from_bytes(hashlib.blake2b(
+            v if isinstance(v, bytes) else str(v).encode(), digest_size=8).digest(), "little")
+            for v in a], dtype=_U)
+    seed_mix = splitmix64(np.array([seed & (2 ** 64 - 1)], dtype=_U))[0]
+    return (splitmix64(bits ^ seed_mix) >> _U(1)).astype(np.int64)
+
+
+class Rows:
+    """Accumulator: kept rows as column arrays plus rows still being appended.
+
+    ``threshold``: None while nothing was sampled out, else only groups with hash <=
+    threshold are kept (-1 keeps none). ``sampled_out`` counts rows left out.
+    """
+
+    __slots__ = ("columns", "pending", "threshold", "sampled_out")
+
+    def __init__(self, num_columns: int):
+        self.columns: Optional[List[np.ndarray]] = None
+        self.pending: List[list] = [[] for _ in range(num_columns)]
+        self.threshold: Optional[int] = None
+        self.sampled_out = 0
+
+    def __getstate__(self):
+        return (self.columns, self.pending, self.threshold, self.sampled_out)
+
+    def __setstate__(self, state):
+        self.columns, self.pending, self.threshold, self.sampled_out = state
+
+    def size(self) -> int:
+        kept = 0 if self.columns is None else self.columns[0].size
+        return kept + len(self.pending[0])
+
+    def flush(self) -> List[np.ndarray]:
+        if self.pending[0]:
+            new = [np.asarray(p) for p in self.pending]
+            self.columns = new if self.columns is None else [
+                np.concatenate([c, n]) for c, n in zip(self.columns, new)]
+            self.pending = [[] for _ in self.pending]
+        return self.columns
+
+
+class RowsCombiner(beam.CombineFn):
+    """Keeps rows (columns defined by subclasses) with the bounded hash sample above.
+
+    Subclasses set ``num_columns`` and define ``_rows`` (one example's columns),
+    ``_group_hash`` (the sampling group of each row) and ``_compute`` (metric values by
+    key name from the kept rows).
+    """
+
+    num_columns = 0
+
+    def __init__(self, keys: List[metric_types.MetricKey], reader: Reader,
+                 max_rows: int, sample_seed: int):
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        self._keys = keys
+        self._reader = reader
+        self._max_rows = int(max_rows)
+        self._seed = int(sample_seed)
+
+    # subclass API
+    def _rows(self, element) -> List[np.ndarray]:
+        raise NotImplementedError
+
+    def _group_hash(self, columns: Sequence[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _compute(self, columns: Sequence[np.ndarray]) -> Dict[str, float]:
+        """Metric values by key name from the kept rows (at least one row)."""
+        raise NotImplementedError
+
+    # sampling
+    def _restrict(self, columns, threshold, bound):
+        """(columns, threshold, dropped): drop groups above threshold, then keep the
+        smallest-hash groups whose rows fit in ``bound`` when there are more."""
+        n = columns[0].size
+        if threshold is None and n <= bound:
+            return columns, None, 0
+        h = self._group_hash(columns)
+        keep = np.ones(n, dtype=bool) if threshold is None else h <= threshold
+        if keep.sum() > bound:
+            uh, counts = np.unique(h[keep], return_counts=True)
+            # Cut just below the first group that does not fit, not at the last one
+            # that does: a group missing from this partial state may hash in between
+            # and fit in the global prefix.
+            first_out = int(np.searchsorted(np.cumsum(counts), bound, side="right"))
+            threshold = int(uh[first_out]) - 1
+            keep &= h <= threshold
+        return [c[keep] for c in columns], threshold, int(n - keep.sum())
+
+    def _shrink(self, acc: Rows) -> None:
+        columns = acc.flush()
+        columns, acc.threshold, dropped = self._restrict(columns, acc.threshold, self._max_rows)
+        acc.columns = columns
+        acc.sampled_out += dropped
+
+    # beam.CombineFn
+    def create_accumulator(self) -> Rows:
+        return Rows(self.num_columns)
+
+    def add_input(self, acc: Rows, element) -> Rows:
+        rows = self._rows(element)
+        if acc.threshold is not None:
+            keep = self._group_hash(rows) <= acc.threshold
+            acc.sampled_out += int((~keep).sum())
+            rows = [r[keep] for r in rows]
+        for p, r in zip(acc.pending, rows):
+            p.extend(r.tolist())
+        if acc.size() > 2 * self._max_rows:  # hysteresis: shrink to max_rows, rarely
+            self._shrink(acc)
+        return acc
+
+    def merge_accumulators(self, accumulators: Iterable[Rows]) -> Rows:
+        accs = list(accumulators)
+        out = self.create_accumulator()
+        thresholds = [a.threshold for a in accs if a.threshold is not None]
+        out.threshold = min(thresholds) if thresholds else None
+        parts = [a.flush() for a in accs]
+        parts = [p for p in parts if p is not None and p[0].size]
+        out.sampled_out = sum(a.sampled_out for a in accs)
+        if parts:
+            out.columns = [np.concatenate(c) for c in zip(*parts)]
+            if out.threshold is not None:
+                keep = self._group_hash(out.columns) <= out.threshold
+                out.sampled_out += int((~keep).sum())
+                out.columns = [c[keep] for c in out.columns]
+            if out.columns[0].size > 2 * self._max_rows:
+                self._shrink(out)
+        return out
+
+    def compact(self, acc: Rows) -> Rows:
+        acc.flush()
+        return acc
+
+    def extract_output(self, acc: Rows) -> Dict[metric_types.MetricKey, float]:
+        columns = acc.flush()
+        dropped = acc.sampled_out
+        values: Dict[str, float] = {}
+        if columns is not None and columns[0].size:
+            columns, _, extra = self._restrict(columns, acc.threshold, self._max_rows)
+            dropped += extra
+            if columns[0].size:
+                values = self._compute(columns)
+        base = self._keys[0].name
+        values[f"{base}_rows_sampled_out"] = float(dropped)
+        return {k: float(values.get(k.name, float("nan"))) for k in self._keys}

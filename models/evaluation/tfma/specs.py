@@ -1,0 +1,112 @@
+"""MetricConfigs and MetricsSpecs of the model analysis (what the Evaluator runs).
+
+:func:`metric_config` writes a custom metric as
+``MetricConfig(class_name=..., module=MODULE, config=json)``; TFMA imports ``MODULE``
+(`models.evaluation.tfma.metrics`, where the classes are defined) and instantiates the
+class with the config. Example (what :func:`metrics_specs` builds)::
+
+    tfma.MetricConfig(class_name="UserNDCG", module="models.evaluation.tfma.metrics",
+                      config=json.dumps({"name": "ndcg_watch@10", "k": 10,
+                                         "label_key": "watch_time_s"}))
+
+Calibration (mean prediction / mean label), AUC, MAE, example count and binary cross
+entropy are TFMA built-ins with the same definitions as `models.evaluation.metrics`;
+:func:`metrics_specs` adds them.
+
+TFMA 0.47 details relied on: a ``class_name`` that TFMA registers itself (``NDCG``,
+``Calibration``, ...) resolves to the built-in even when ``module`` is set, so our
+classes have distinct names; thresholds match the metric's ``name`` (its first key).
+"""
+from __future__ import annotations
+
+import json
+from typing import List, Mapping, Optional, Sequence
+
+import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.metrics import metric_specs as tfma_metric_specs
+from tensorflow_model_analysis.metrics import metric_types
+
+from models.evaluation.tfma.metrics import CUSTOM_METRICS, MODULE
+from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS
+
+
+def metric_config(class_name: str, threshold: Optional[tfma.MetricThreshold] = None,
+                  **config) -> tfma.MetricConfig:
+    """MetricConfig for a custom metric (``module=MODULE``, the config as JSON) or, for
+    any other ``class_name``, the TFMA built-in of that name.
+    ``threshold`` gates the overall slice only (small slices report, never block)."""
+    custom = class_name in CUSTOM_METRICS
+    if not custom and not metric_types.is_registered_metric(class_name):
+        raise ValueError(f"{class_name!r} is neither a metric of {MODULE} nor a TFMA metric")
+    mc = tfma.MetricConfig(class_name=class_name, module=MODULE if custom else "",
+                           config=json.dumps(config, sort_keys=True) if config else "")
+    if threshold is not None:
+        mc.per_slice_thresholds.append(tfma.PerSliceMetricThreshold(
+            slicing_specs=[tfma.SlicingSpec()], threshold=threshold))
+    return mc
+
+
+def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_time_s",
+                  ranking_output: Optional[str] = None,
+                  quantiles_output: Optional[str] = None, num_quantiles: int = 100,
+                  click_label: str = "is_click", watch_label: str = "watch_time_s",
+                  user_key: str = "user_id", item_key: str = "video_id",
+                  ndcg_k: Sequence[int] = (10,), ecs_k: int = 10,
+                  max_rows: int = DEFAULT_MAX_ROWS,
+                  thresholds: Optional[Mapping[str, tfma.MetricThreshold]] = None,
+                  ) -> List[tfma.MetricsSpec]:
+    """The model-analysis metrics, one MetricsSpec per model output.
+
+    - ``click_output``: example_count, auc, calibration, binary_crossentropy (TFMA's
+      native BinaryCrossEntropy), mean_prediction, mean_label, normalized_entropy,
+      gauc (+ users used/skipped).
+    - ``watch_output``: mean_absolute_error, rmse, mean_prediction, mean_label, xauc,
+      xgauc, ecs_observed (of ``watch_label`` by ``item_key``).
+    - ``ranking_output`` (default ``watch_output``): ndcg_watch@k and ndcg_click@k (gain
+      features ``watch_label`` / ``click_label``) for each k in ``ndcg_k``, and
+      ecs_model@``ecs_k``.
+    - ``quantiles_output`` (None = no CQE head: skipped): mean_coverage_error,
+      pinball_loss, quantile_coverage@tau for tau_i = i/(num_quantiles+1).
+
+    ``thresholds`` maps a metric name (the key, e.g. "auc", "xauc",
+    "mean_absolute_error") to a ``tfma.MetricThreshold`` on the overall slice. A name
+    that is not among the metrics raises ``ValueError``.
+    """
+    thresholds = dict(thresholds or {})
+    names = set()
+
+    def cfg(class_name, name=None, **config):
+        if name is not None:
+            config["name"] = name
+        mc = metric_config(class_name, **config)
+        name = tfma_metric_specs.metric_instance(mc).name  # the key thresholds match
+        names.add(name)
+        return metric_config(class_name, thresholds.get(name), **config)
+
+    ranking = ranking_output or watch_output
+    click = [cfg("ExampleCount"), cfg("AUC"), cfg("Calibration"), cfg("BinaryCrossEntropy"),
+             cfg("MeanPrediction"), cfg("MeanLabel"), cfg("NormalizedEntropy"),
+             cfg("GroupAUC", user_key=user_key, max_rows=max_rows)]
+    watch = [cfg("MeanAbsoluteError"), cfg("RMSE"), cfg("MeanPrediction"), cfg("MeanLabel"),
+             cfg("XAUC", max_rows=max_rows),
+             cfg("XGAUC", user_key=user_key, max_rows=max_rows),
+             cfg("ObservedECS", label_key=watch_label, item_key=item_key)]
+    rank = [cfg("UserNDCG", f"ndcg_{gain}@{k}", k=int(k), label_key=label, user_key=user_key,
+                max_rows=max_rows)
+            for k in ndcg_k for gain, label in (("watch", watch_label), ("click", click_label))]
+    rank.append(cfg("ModelECS", f"ecs_model@{ecs_k}", k=int(ecs_k), user_key=user_key,
+                    item_key=item_key, max_rows=max_rows))
+    specs = [tfma.MetricsSpec(output_names=[click_output], metrics=click)]
+    if ranking == watch_output:
+        specs.append(tfma.MetricsSpec(output_names=[watch_output], metrics=watch + rank))
+    else:
+        specs.append(tfma.MetricsSpec(output_names=[watch_output], metrics=watch))
+        specs.append(tfma.MetricsSpec(output_names=[ranking], metrics=rank))
+    if quantiles_output:
+        specs.append(tfma.MetricsSpec(output_names=[quantiles_output], metrics=[
+            cfg("QuantileCoverage", num_quantiles=int(num_quantiles), label_key=watch_label)]))
+    unknown = set(thresholds) - names
+    if unknown:
+        raise ValueError(f"thresholds for unknown metrics {sorted(unknown)}; "
+                         f"known: {sorted(names)}")
+    return specs

@@ -1,0 +1,35 @@
+"""`compile_ranker`: ranker body + heads -> the compiled multi-output keras.Model."""
+import tf_keras as keras
+
+from models.heads.base import check_heads
+
+
+def compile_ranker(inputs, representation, heads=None, linear_logit=None, learning_rate=1e-3,
+                   loss_weights=None, name="ranker") -> keras.Model:
+    """keras.Model(inputs -> {output: tensor}) with every head's loss and metrics, compiled.
+
+    `heads`: a list of `Head` (default: click + regression, `default_heads()`), built in
+    order, so a head with `needs_outputs` (the ranking score) comes after the heads it
+    reads. `linear_logit` (optional, [B, 1]) is added to the click logit only.
+    `loss_weights`: {output: weight}; outputs without a loss are ignored, missing ones
+    weigh 1.
+    """
+    if heads is None:
+        from models.heads.config import default_heads
+
+        heads = default_heads()
+    heads = check_heads(heads)
+    outputs, losses, metrics = {}, {}, {}
+    for head in heads:
+        new = head.build(representation, linear_logit=linear_logit, outputs=dict(outputs))
+        if set(new) != set(head.output_names):
+            raise ValueError(f"compile_ranker: {head!r} built outputs {sorted(new)}, "
+                             f"declared {sorted(head.output_names)}")
+        outputs.update(new)
+        losses.update(head.losses())
+        metrics.update(head.metrics())
+    loss_weights = {k: float(v) for k, v in (loss_weights or {}).items() if k in losses}
+    model = keras.Model(inputs=inputs, outputs=outputs, name=name)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=losses,
+                  loss_weights={k: loss_weights.get(k, 1.0) for k in losses}, metrics=metrics)
+    return model

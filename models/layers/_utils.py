@@ -1,0 +1,86 @@
+"""Helpers shared by the layers (keras-rs keeps its equivalents in utils/keras_utils.py).
+
+- :func:`clone_initializer`: a fresh copy of an initializer for every weight.
+- :func:`masked_softmax`: softmax over the valid entries of the last axis; a row
+  without any valid entry gets all-zero weights (finite values and gradients).
+- :func:`masked_mean`: mean over the valid items of axis 1 (0 for an empty row).
+- :func:`positive_int`: argument check with a clear ``ValueError``.
+"""
+import numpy as np
+import tensorflow as tf
+
+
+def clone_initializer(initializer):
+    """A fresh copy of ``initializer``: tf-keras returns identical values from a reused
+    unseeded instance, so two weights built from one instance would start equal."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def masked_softmax(logits, mask):
+    r"""Softmax of ``logits`` over the last axis, restricted to ``mask``:
+
+    .. math::
+
+        w_j = \frac{m_j \exp(e_j - \max_{k: m_k} e_k)}{\sum_k m_k \exp(e_k - \max_{k: m_k} e_k)}
+
+    Masked entries get weight exactly 0; a row with no valid entry gets all-zero
+    weights (not NaN), with finite gradients.
+
+    Args:
+        logits: ``[..., N]`` float.
+        mask: bool (or 0/1), broadcastable to ``logits``; True = valid.
+
+    Returns:
+        ``[..., N]`` weights summing to 1 over the valid entries of each row (0 when
+        the row has none).
+    """
+    logits = tf.convert_to_tensor(logits)
+    mask = tf.cast(mask, tf.bool)
+    lowest = tf.constant(logits.dtype.min, dtype=logits.dtype)
+    row_max = tf.reduce_max(tf.where(mask, logits, lowest), axis=-1, keepdims=True)
+    # fully masked row (or N = 0): row_max = lowest / -inf; shift by 0 instead
+    row_max = tf.stop_gradient(tf.where(row_max > lowest, row_max, tf.zeros_like(row_max)))
+    exp = tf.where(mask, tf.exp(tf.where(mask, logits - row_max, tf.zeros_like(logits))),
+                   tf.zeros_like(logits))
+    return tf.math.divide_no_nan(exp, tf.reduce_sum(exp, axis=-1, keepdims=True))
+
+
+def masked_mean(values, mask):
+    r"""Mean over the valid items of axis 1: :math:`\sum_i m_i v_i / \max(\sum_i m_i, 1)`.
+
+    Args:
+        values: ``[B, L, ...]``.
+        mask: ``[B, L]`` 0/1 (or bool); 1 = real item.
+
+    Returns:
+        ``[B, ...]``; all zeros for a row without valid items.
+    """
+    values = tf.convert_to_tensor(values)
+    m = tf.cast(mask, values.dtype)
+    for _ in range(values.shape.rank - m.shape.rank):
+        m = m[..., tf.newaxis]
+    return tf.reduce_sum(values * m, axis=1) / tf.maximum(tf.reduce_sum(m, axis=1), 1.0)
+
+
+def positive_int(owner: str, name: str, value, allow_none: bool = False):
+    """``int(value)`` when ``value`` is an int >= 1 (``None`` passes with ``allow_none``);
+    otherwise ``ValueError("<owner>: <name> must be a positive int, got ...")``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}.")
+    return int(value)
+
+
+def positive_ints(owner: str, name: str, values, allow_empty: bool = True) -> tuple:
+    """A tuple of positive ints from a sequence, else a clear ``ValueError``."""
+    try:
+        values = tuple(values)
+    except TypeError:
+        raise ValueError(f"{owner}: {name} must be a sequence of positive ints, got {values!r}.") from None
+    if not values and not allow_empty:
+        raise ValueError(f"{owner}: {name} must not be empty.")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{owner}: {name} must be positive ints, got {values!r}.")
+    return tuple(int(v) for v in values)

@@ -1,0 +1,97 @@
+"""TrainerConfig: the typed settings of one Trainer run (ranker, heads, optimisation).
+
+The values live in one place, `pipeline/configs.py` (``TRAINER``); this class only
+names, types and validates them, and carries them through the Trainer's
+``custom_config`` (a JSON dict) and back:
+
+    config = TrainerConfig.from_custom_config(fn_args.custom_config)   # in run_fn
+    custom_config = config.to_custom_config()                          # in the pipeline
+
+No field of a knob has a default here, so a caller that forgets one gets a clear
+error instead of a silently different setting. ``shuffle_labels_seed`` is the only
+optional field: a diagnostic that trains a deliberately degraded candidate (tests).
+"""
+import dataclasses
+import json
+from typing import Any, Dict, Optional
+
+WATCH_HEADS = ("regression", "cread", "cqe", "cread+cqe")
+STRATEGIES = ("mirrored", "multi_worker", "parameter_server")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+    """Every knob of the Trainer (see pipeline/configs.py for the values and why).
+
+    model_type: ranker name in `models.rankers.RANKERS` ("lr", "baseline", "xdeepfm",
+        "din", "bst"); ranker_params: keyword arguments of its builder.
+    history_length: L, the padded length of every behaviour history.
+    watch_head: "regression" | "cread" | "cqe" | "cread+cqe"; cread / cqe: the head
+        settings (`models.heads.heads_from_config`); ranking_score: formula name.
+    loss_weight_*: weight of each head's loss in the multi-task sum.
+    strategy: tf.distribute strategy name (`models.training.strategies`).
+    """
+
+    model_type: str
+    ranker_params: Dict[str, Any]
+    history_length: int
+    embedding_dim: int
+    oov_buckets: int
+    learning_rate: float
+    batch_size: int
+    shuffle_buffer_size: int
+    epochs: int
+    seed: int
+    loss_weight_click: float
+    loss_weight_watch: float
+    loss_weight_cread: float
+    loss_weight_cqe: float
+    watch_head: str
+    cread: Dict[str, Any]
+    cqe: Dict[str, Any]
+    ranking_score: str
+    strategy: str
+    ps_min_shard_bytes: int
+    ps_max_shards: Optional[int]
+    shuffle_labels_seed: Optional[int] = None  # diagnostic only (run_fn.shuffle_labels)
+
+    def __post_init__(self):
+        for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"TrainerConfig.{name} must be a positive int, got {value!r}")
+        if not isinstance(self.oov_buckets, int) or self.oov_buckets < 0:
+            raise ValueError(f"TrainerConfig.oov_buckets must be an int >= 0, got {self.oov_buckets!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"TrainerConfig.learning_rate must be > 0, got {self.learning_rate!r}")
+        for name in ("loss_weight_click", "loss_weight_watch", "loss_weight_cread", "loss_weight_cqe"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"TrainerConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.watch_head not in WATCH_HEADS:
+            raise ValueError(f"TrainerConfig: unknown watch_head {self.watch_head!r}; known: {WATCH_HEADS}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"TrainerConfig: unknown strategy {self.strategy!r}; known: {STRATEGIES}")
+        for name in ("ranker_params", "cread", "cqe"):
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"TrainerConfig.{name} must be a dict, got {type(getattr(self, name)).__name__}")
+
+    def replace(self, **changes) -> "TrainerConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_custom_config(self) -> Dict[str, Any]:
+        """A JSON-serialisable dict for the Trainer's ``custom_config``."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_custom_config(cls, custom_config: Dict[str, Any]) -> "TrainerConfig":
+        """The config back from a ``custom_config`` dict; missing or unknown keys are errors."""
+        custom_config = dict(custom_config or {})
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        required = [n for n, f in fields.items() if f.default is dataclasses.MISSING]
+        missing = [n for n in required if n not in custom_config]
+        unknown = sorted(set(custom_config) - set(fields))
+        if missing or unknown:
+            raise ValueError(f"Trainer custom_config: missing {missing}, unknown {unknown} "
+                             f"(build it with TrainerConfig.to_custom_config())")
+        return cls(**custom_config)

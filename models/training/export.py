@@ -1,0 +1,93 @@
+"""Export: the trained ranker + the transform graph as a SavedModel with its signatures.
+
+- `serving_default`: raw features as named tensors (JSON-friendly; the history as
+  fixed-length padded lists of length L), the REST clients' signature;
+- `serving_examples`: serialized tf.Examples (what TFMA feeds the Evaluator);
+- `serving_dqc` (CQE head only): the raw named tensors plus `dqc_k` [B] (float, in
+  [0, 1]): the DQC weight per request (dqc = k·t_low + (1 − k)·t_high). TF Serving
+  signatures have no optional inputs, so `serving_default` uses the configured
+  default k and this third signature takes k explicitly.
+
+Outputs (names stable across heads): "click_prob" [B, 1], "watch_time_s" [B, 1],
+"ranking_score" [B, 1] and, with the CQE head, "quantiles" [B, N], "cse", "dqc",
+"cde" [B, 1]. Training-only outputs (CREAD logits) are dropped.
+"""
+import tensorflow as tf
+
+from models import features as F
+from models import heads as heads_lib
+from models.watch_time.cqe import interpolate_quantile
+
+
+def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
+    """`serving_default` (raw named tensors) and `serving_examples` (tf.Examples), both
+    applying the transform graph then the model. Attaches the TFT layer to `model`."""
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    raw_spec = F.raw_feature_spec(history_length)
+    serving_spec = {k: raw_spec[k] for k in F.SERVING_RAW_FEATURES}
+
+    cqe_layer = _find_layer(model, "cqe")
+    formula = _ranking_formula(model)
+
+    def run(raw_features, dqc_k=None):
+        transformed = model.tft_layer(raw_features)
+        inputs = {k: transformed[k] for k in model.input_names}
+        outputs = dict(model(inputs, training=False))
+        for key in heads_lib.TRAINING_ONLY_OUTPUTS:
+            outputs.pop(key, None)
+        if dqc_k is not None:  # DQC with the request's k, and a ranking score that may use it
+            q = outputs[heads_lib.QUANTILES_OUTPUT]
+            k = tf.reshape(tf.clip_by_value(tf.cast(dqc_k, q.dtype), 0.0, 1.0), [-1, 1])
+            t_high = tf.reshape(interpolate_quantile(q, cqe_layer.tau_high, cqe_layer.taus), [-1, 1])
+            outputs[heads_lib.DQC_OUTPUT] = k * outputs[heads_lib.CSE_OUTPUT] + (1.0 - k) * t_high
+            if formula is not None:
+                outputs[heads_lib.RANKING_OUTPUT] = heads_lib.ranking_score(outputs, formula)
+        return {name: tf.identity(value, name=name) for name, value in outputs.items()}
+
+    raw_signature = {
+        k: tf.TensorSpec([None] + list(spec.shape), spec.dtype, name=k) for k, spec in serving_spec.items()
+    }
+
+    @tf.function(input_signature=[raw_signature])
+    def serve_raw(raw_features):
+        return run(dict(raw_features))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(serialized):
+        return run(tf.io.parse_example(serialized, serving_spec))
+
+    signatures = {
+        "serving_default": serve_raw.get_concrete_function(),
+        "serving_examples": serve_examples.get_concrete_function(),
+    }
+    if cqe_layer is not None:
+        dqc_signature = dict(raw_signature, dqc_k=tf.TensorSpec([None], tf.float32, name="dqc_k"))
+
+        @tf.function(input_signature=[dqc_signature])
+        def serve_dqc(request):
+            request = dict(request)
+            k = request.pop("dqc_k")
+            return run(request, dqc_k=k)
+
+        signatures["serving_dqc"] = serve_dqc.get_concrete_function()
+    return signatures
+
+
+def _find_layer(model, name):
+    try:
+        return model.get_layer(name)
+    except ValueError:
+        return None
+
+
+def _ranking_formula(model):
+    layer = _find_layer(model, heads_lib.RANKING_OUTPUT)
+    return getattr(layer, "formula", None)
+
+
+def export_serving_model(model, tf_transform_output, history_length: int, export_dir: str) -> str:
+    """Saves `model` with the serving signatures to `export_dir` (a SavedModel that
+    tf.saved_model.load / TF Serving read without any custom-object registry)."""
+    signatures = serving_signatures(model, tf_transform_output, history_length)
+    model.save(export_dir, save_format="tf", signatures=signatures)
+    return export_dir

@@ -1,0 +1,70 @@
+"""What every runner shares: create_pipeline's arguments from pipeline/configs.py.
+
+`local_runner.py` (LocalDagRunner, the `tfx` CLI), `pipeline/run_local.py`
+(`make run`), `kubeflow_v2_runner.py` and the benches build the pipeline through
+these functions, so a knob is read in one place.
+"""
+import os
+
+from pipeline import configs
+
+
+def configured_args(trainer_config=None) -> dict:
+    """create_pipeline arguments that come from pipeline/configs.py alone (no paths,
+    no MLMD, no Beam flags): shared by the local and the Kubeflow runner.
+    `trainer_config`: a TrainerConfig replacing configs.TRAINER."""
+    return dict(
+        pipeline_name=configs.PIPELINE_NAME,
+        schema_path=configs.SCHEMA_PATH,
+        history_length=configs.HISTORY_LENGTH,
+        history_min_watch_s=configs.HISTORY_MIN_WATCH_S,
+        train_days=configs.TRAIN_DAYS,
+        eval_days=configs.EVAL_DAYS,
+        eval_last_n_days=configs.EVAL_LAST_N_DAYS,
+        validation_last_n_days=configs.VALIDATION_LAST_N_TRAIN_DAYS,
+        max_bad_row_fraction=configs.MAX_BAD_ROW_FRACTION,
+        transform_config=configs.TRANSFORM,
+        trainer_config=trainer_config or configs.TRAINER,
+        eval_gates=configs.EVAL_GATES,
+        eval_slice_features=configs.EVAL_SLICE_FEATURES,
+        train_steps=configs.TRAIN_STEPS,
+        eval_steps=configs.EVAL_STEPS,
+    )
+
+
+def build_local(data_path: str = None, output_dir: str = None, **overrides):
+    """The pipeline as configured in pipeline/configs.py, for LocalDagRunner.
+
+    `output_dir` relocates pipeline root, MLMD and serving dir; `overrides` replace
+    any create_pipeline argument (tests use it for small runs)."""
+    from tfx import v1 as tfx
+
+    from pipeline.pipeline import create_pipeline
+
+    paths = configs.output_paths(output_dir or configs.OUTPUT_DIR)
+    os.makedirs(os.path.dirname(paths["metadata_path"]), exist_ok=True)
+    args = configured_args()
+    args.update(
+        pipeline_root=paths["pipeline_root"],
+        data_path=data_path or configs.DATA_PATH,
+        serving_model_dir=paths["serving_model_dir"],
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+            paths["metadata_path"]),
+        beam_pipeline_args=configs.BEAM_PIPELINE_ARGS,
+    )
+    args.update(overrides)
+    return create_pipeline(**args)
+
+
+def ensure_simulated_logs(data_path: str = None) -> str:
+    """Writes the default simulated logs to `data_path` (default configs.DATA_PATH)
+    unless a LOGS folder was given or the logs already exist; returns the folder."""
+    data_path = data_path or configs.DATA_PATH
+    if os.environ.get("LOGS") or os.path.isdir(data_path):
+        return data_path
+    from data.simulator import simulate
+
+    simulate(data_path, num_users=configs.SIM_NUM_USERS, num_videos=configs.SIM_NUM_VIDEOS,
+             num_days=configs.SIM_NUM_DAYS, impressions_per_user_day=configs.SIM_IMPRESSIONS_PER_USER_DAY,
+             seed=configs.SIM_SEED)
+    return data_path

@@ -1,0 +1,73 @@
+"""Command line of the embedded server: ``python -m serving`` with TF Serving's flags.
+
+    python -m serving --model_base_path outputs/serving_model/watchtime_ranker \
+        --model_name watchtime_ranker --port 8501
+    python -m serving --model_config_file serving/models.config --port 8501
+
+Serves until SIGINT/SIGTERM, then stops the pollers and closes the socket.
+"""
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from serving.http_server import make_server
+from serving.model_manager import DEFAULT_POLL_WAIT_SECONDS, read_model_config
+
+log = logging.getLogger(__name__)
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m serving",
+        description="TF-Serving-REST-compatible server for pushed SavedModel versions.")
+    p.add_argument("--model_base_path", help="directory holding <version>/saved_model.pb")
+    p.add_argument("--model_name", default="default",
+                   help="name in /v1/models/<name> (TF Serving's default: 'default')")
+    p.add_argument("--model_config_file",
+                   help="TF Serving text ModelServerConfig (several models); "
+                        "replaces --model_name/--model_base_path")
+    p.add_argument("--port", "--rest_api_port", dest="port", type=int, default=8501,
+                   help="REST port (0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for all)")
+    p.add_argument("--file_system_poll_wait_seconds", type=float,
+                   default=DEFAULT_POLL_WAIT_SECONDS,
+                   help="seconds between scans for new versions (<= 0: never rescan)")
+    p.add_argument("--verbose", action="store_true", help="log every request")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.model_config_file:
+        models = read_model_config(args.model_config_file)
+    elif args.model_base_path:
+        models = {args.model_name: args.model_base_path}
+    else:
+        print("error: give --model_base_path (and --model_name) or --model_config_file",
+              file=sys.stderr)
+        return 2
+    for name, base in models.items():
+        if not os.path.isdir(base):
+            print(f"error: model base path of '{name}' does not exist: {base}",
+                  file=sys.stderr)
+            return 2
+    server = make_server(models, args.port, args.host, args.file_system_poll_wait_seconds)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start_background()
+    for name, m in server.managers.items():
+        cur = m.current
+        print(f"Serving model '{name}' ({'version ' + str(cur.version) if cur else 'no version yet'}) "
+              f"at {server.url}/v1/models/{name}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    log.info("shutting down")
+    server.stop()
+    log.info("stopped")
+    return 0

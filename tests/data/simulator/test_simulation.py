@@ -1,0 +1,69 @@
+"""Tests of data/simulator/simulation.py: calibration of a whole run, determinism, arguments."""
+import filecmp
+
+import numpy as np
+import pytest
+
+from data.simulator import simulate
+
+# Real KuaiRand-Pure marginals and the tolerances the default run must meet.
+TARGET_CLICK_RATE, CLICK_ABS_TOL = 0.44, 0.05
+TARGET_WATCH_P30_S, P30_REL_TOL = 1.8, 0.35
+TARGET_WATCH_P50_S, P50_REL_TOL = 4.5, 0.30
+TARGET_WATCH_P80_S, P80_REL_TOL = 30.0, 0.30
+TARGET_DURATION_MEDIAN_S, DURATION_REL_TOL = 71.0, 0.20
+
+SMALL = dict(num_users=40, num_videos=60, num_days=3, impressions_per_user_day=4.0)
+
+
+def _rel_err(value, target):
+    return abs(value - target) / target
+
+
+# --- calibration --------------------------------------------------------------
+
+def test_default_run_matches_kuairand_marginals(default_run):
+    result, log, _, _, _ = default_run
+    watch_s = log["play_time_ms"].to_numpy() / 1000.0
+    assert 9000 <= len(log) <= 13000
+    assert abs(log["is_click"].mean() - TARGET_CLICK_RATE) <= CLICK_ABS_TOL
+    assert _rel_err(np.quantile(watch_s, 0.30), TARGET_WATCH_P30_S) <= P30_REL_TOL
+    assert _rel_err(np.quantile(watch_s, 0.50), TARGET_WATCH_P50_S) <= P50_REL_TOL
+    assert _rel_err(np.quantile(watch_s, 0.80), TARGET_WATCH_P80_S) <= P80_REL_TOL
+    assert _rel_err(np.median(log["duration_ms"]) / 1000.0,
+                    TARGET_DURATION_MEDIAN_S) <= DURATION_REL_TOL
+    # The returned marginals are those of the written file.
+    m = result["marginals"]
+    assert m["rows"] == len(log)
+    assert m["click_rate"] == pytest.approx(log["is_click"].mean())
+    assert m["watch_p50_s"] == pytest.approx(np.quantile(watch_s, 0.5))
+
+
+def test_ids_in_log_exist_in_side_tables(default_run):
+    _, log, users, videos, _ = default_run
+    assert set(log["user_id"]) <= set(users["user_id"])
+    assert set(log["video_id"]) <= set(videos["video_id"])
+    assert users["user_id"].is_unique and videos["video_id"].is_unique
+
+
+# --- determinism --------------------------------------------------------------
+
+def test_same_seed_gives_identical_bytes(tmp_path):
+    a = simulate(str(tmp_path / "a"), seed=3, **SMALL)
+    b = simulate(str(tmp_path / "b"), seed=3, **SMALL)
+    for key in ("log", "user_features", "video_features", "truth"):
+        assert filecmp.cmp(a[key], b[key], shallow=False), key
+
+
+def test_other_seed_gives_other_files(tmp_path):
+    a = simulate(str(tmp_path / "a"), seed=3, **SMALL)
+    b = simulate(str(tmp_path / "b"), seed=4, **SMALL)
+    for key in ("log", "user_features", "video_features", "truth"):
+        assert not filecmp.cmp(a[key], b[key], shallow=False), key
+
+
+def test_bad_arguments_raise(tmp_path):
+    with pytest.raises(ValueError, match="num_users"):
+        simulate(str(tmp_path), num_users=0)
+    with pytest.raises(ValueError, match="impressions_per_user_day"):
+        simulate(str(tmp_path), impressions_per_user_day=0)
