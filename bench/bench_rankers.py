@@ -26,7 +26,6 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import datetime  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
@@ -34,35 +33,21 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from components.log_example_gen.time_split import parse_days  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LOGS = os.path.join(os.path.dirname(ROOT), "shared", "data", "kuairand-pure")
 DEFAULT_MODELS = "lr,baseline,xdeepfm,din,bst"
 NUM_CANDIDATES = 100
 
 
-def parse_days(text: str) -> list:
-    """'20220425-20220428' -> every day in the range; '20220425,20220427' -> the list."""
-    days = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = (datetime.datetime.strptime(p, "%Y%m%d").date() for p in part.split("-"))
-            if hi < lo:
-                raise ValueError(f"empty day range {part!r}")
-            days += [int((lo + datetime.timedelta(d)).strftime("%Y%m%d")) for d in range((hi - lo).days + 1)]
-        else:
-            days.append(int(datetime.datetime.strptime(part, "%Y%m%d").strftime("%Y%m%d")))
-    if not days:
-        raise ValueError(f"no days in {text!r}")
-    return days
-
-
 def run_example_gen_and_transform(logs, work, train_days, eval_days):
     """The pipeline's LogExampleGen + ImportSchemaGen + Transform; returns their output dirs."""
     from tfx import v1 as tfx
 
+    import dataclasses
+
+    from pipeline import configs
     from pipeline.artifacts import PipelineStore
     from pipeline.runners import build_local
 
@@ -81,7 +66,8 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
                 return examples, transform_graph
         except FileNotFoundError:
             pass
-    full = build_local(logs, work, train_days=train_days, eval_days=eval_days)
+    example_gen_config = dataclasses.replace(configs.LOG_EXAMPLE_GEN, train_days=train_days, eval_days=eval_days)
+    full = build_local(logs, work, example_gen_config=example_gen_config)
     keep = [c for c in full.components if c.id in ("LogExampleGen", "ImportSchemaGen", "Transform")]
     for node in keep:  # detach the dropped downstream components (StatisticsGen, Trainer, ...)
         for down in list(node.downstream_nodes):
@@ -200,8 +186,8 @@ def main() -> int:
     if not glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
         print(f"[bench-rankers] no logs matching {configs.LOG_FILE_PATTERN} in {logs}", file=sys.stderr)
         return 2
-    train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502")
-    eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504")
+    train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
+    eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
     if len(train_days) < 2:
         raise ValueError("TRAIN_DAYS needs at least two days (the last one validates)")
     models = [m.strip() for m in (os.environ.get("BENCH_MODELS") or DEFAULT_MODELS).split(",") if m.strip()]

@@ -54,7 +54,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits, parse_days,  # noqa: E402
+from components.log_example_gen.time_split import parse_days  # noqa: E402
+
+from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,  # noqa: E402
                                  run_example_gen_and_transform)
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
@@ -71,63 +73,6 @@ def at_levels(quantiles, taus, eval_taus=COVERAGE_TAUS) -> np.ndarray:
     from models.watch_time.cqe import interpolate_quantile
 
     return np.stack([interpolate_quantile(quantiles, t, taus) for t in eval_taus], axis=1)
-
-
-def wlr_loss(y_true, logit):
-    """Σ y·softplus(−l) + softplus(l): weighted BCE with a positive of weight y and a
-    negative of weight 1 per impression; minimised at e^l = E[y | x]."""
-    import tensorflow as tf
-
-    y = tf.reshape(tf.cast(y_true, logit.dtype), tf.shape(logit))
-    return tf.reduce_mean(y * tf.nn.softplus(-logit) + tf.nn.softplus(logit), axis=-1)
-
-
-class WlrWatchHead:
-    """YouTube WLR as a pluggable head: "wlr_logit" (loss wlr_loss / `scale`) and
-    watch_time_s = exp(logit). `scale` (the mean train watch time) keeps the loss, whose
-    positive weights are seconds, on the click loss's scale; it does not move the optimum."""
-
-    output_name = "watch_time_s"
-
-    def __init__(self, scale=1.0):
-        self.scale = float(scale)
-
-    def outputs(self, z, linear_logit=None):
-        import tensorflow as tf
-        import tf_keras as keras
-
-        logit = keras.layers.Dense(1, name="wlr_logit")(z)
-        # clip: exp of an early, large logit must not overflow the MAE metric
-        watch = keras.layers.Lambda(lambda t: tf.exp(tf.clip_by_value(t, -20.0, 12.0)),
-                                    name="watch_time_s")(logit)
-        return {"wlr_logit": logit, "watch_time_s": watch}
-
-    def losses(self):
-        scale = self.scale
-        return {"wlr_logit": lambda y, logit: wlr_loss(y, logit) / scale}
-
-    def metrics(self):
-        import tf_keras as keras
-
-        return {"watch_time_s": [keras.metrics.MeanAbsoluteError(name="mae")]}
-
-
-class D2qPercentileHead:
-    """D2Q as a pluggable head: "d2q_percentile" = sigmoid(Dense(z)), MSE against the
-    within-duration-group percentile label; seconds come from models/watch_time/d2q.py after predict."""
-
-    output_name = "d2q_percentile"
-
-    def outputs(self, z, linear_logit=None):
-        import tf_keras as keras
-
-        return {"d2q_percentile": keras.layers.Dense(1, activation="sigmoid", name="d2q_percentile")(z)}
-
-    def losses(self):
-        return {"d2q_percentile": "mse"}
-
-    def metrics(self):
-        return {}
 
 
 def ead_block(report) -> dict:
@@ -170,7 +115,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     heads, thresholds = None, None
     d2q = None
     if method == "wlr":
-        heads = [H.ClickHead(), WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
+        heads = [H.ClickHead(), H.WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
                  H.RankingScoreHead("click_prob")]
     elif method == "d2q":
         from models import features as F
@@ -178,7 +123,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 
         duration_key = F.transformed_name("duration_s")
         d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
-        heads = [H.ClickHead(), D2qPercentileHead(), H.RankingScoreHead("click_prob")]
+        heads = [H.ClickHead(), H.D2qPercentileHead(), H.RankingScoreHead("click_prob")]
     elif method.startswith("cread"):
         config = config.replace(watch_head="cread")
         thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
@@ -191,8 +136,6 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 
     def labels(x, y):
         out = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
-        if "wlr_logit" in model.output_names:
-            out["wlr_logit"] = y["watch_time_s"]
         if d2q is not None:
             out["d2q_percentile"] = d2q.percentile(x[duration_key], y["watch_time_s"]).astype(np.float32)
         return out
@@ -256,16 +199,14 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
 
 def prepare(logs, work, train_days, eval_days, history_length):
     """Transform once (cached) -> tft_output, EAD report, data tuple, eval labels, eval keys."""
-    import tensorflow as tf
     import tensorflow_transform as tft
 
-    from models.watch_time import ead
     from models.training.input import vocab_sizes
+    from models.watch_time import ead_analyzer
 
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
-    with tf.io.gfile.GFile(tft_output.vocabulary_file_by_name("ead_thresholds")) as f:
-        report = ead.EadResult.from_json(f.read())
+    report = ead_analyzer.read_ead_result(tft_output)
     (train_x, train_y, val_x, val_y), (eval_x, eval_y, _, _, _), info = load_splits(
         examples_dir, tft_output, history_length)
     info = dict(info, logs=os.path.abspath(logs), eval_days=eval_days)
@@ -343,8 +284,8 @@ def main() -> int:
             if "real" in previous:
                 result["real"] = previous["real"]
     elif glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
-        train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502")
-        eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504")
+        train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
+        eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
         sizes, report, data, eval_y, _, info = prepare(logs, os.path.join(work, "real"), train_days, eval_days, h)
         result["real"] = {"data": info, "ead": ead_block(report), "methods": []}
         result["real"]["methods"] = evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size,

@@ -11,6 +11,7 @@ class lives beside the consumer and holds no defaults: ``TRANSFORM``
 """
 import os
 
+from components.log_example_gen.config import LogExampleGenConfig
 from models.training.config import TrainerConfig
 from models.transform_config import TransformConfig
 from schemas import kuairand_format
@@ -57,10 +58,12 @@ HISTORY_LENGTH = 50  # L: fixed length of every behaviour history (padded)
 # Which earlier events enter the history: play time >= this many seconds (0 = every
 # earlier impression, whatever its outcome; outcomes are features of the history).
 HISTORY_MIN_WATCH_S = 0.0
-# Time split by log date (yyyymmdd). Empty lists: the last EVAL_LAST_N_DAYS days are
-# eval, every earlier day is train (its last VALIDATION_LAST_N_TRAIN_DAYS: validation). Days in neither list feed histories only.
-TRAIN_DAYS = [int(d) for d in os.environ.get("TRAIN_DAYS_LIST", "").split(",") if d]
-EVAL_DAYS = [int(d) for d in os.environ.get("EVAL_DAYS_LIST", "").split(",") if d]
+# Time split by log date (yyyymmdd; comma lists and inclusive ranges such as
+# "20220425-20220502"). Empty: the last EVAL_LAST_N_DAYS days are eval, every earlier
+# day is train (its last VALIDATION_LAST_N_TRAIN_DAYS: validation). Days in neither
+# list feed histories only.
+TRAIN_DAYS = os.environ.get("TRAIN_DAYS_LIST", "")
+EVAL_DAYS = os.environ.get("EVAL_DAYS_LIST", "")
 EVAL_LAST_N_DAYS = 2
 # The last N train days form the validation split: the Trainer validates every epoch
 # on it and keeps the best epoch (DESIGN.md section 6); Transform analyses the
@@ -216,6 +219,18 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
 
 
 TRAINER = trainer_config()
+LOG_EXAMPLE_GEN = LogExampleGenConfig(
+    history_length=HISTORY_LENGTH,
+    history_min_watch_s=HISTORY_MIN_WATCH_S,
+    train_days=TRAIN_DAYS,
+    eval_days=EVAL_DAYS,
+    eval_last_n_days=EVAL_LAST_N_DAYS,
+    validation_last_n_days=VALIDATION_LAST_N_TRAIN_DAYS,
+    max_bad_row_fraction=MAX_BAD_ROW_FRACTION,
+    log_file_pattern=LOG_FILE_PATTERN,
+    user_features_pattern=USER_FEATURES_PATTERN,
+    video_features_pattern=VIDEO_FEATURES_PATTERN,
+)
 TRANSFORM = TransformConfig(
     oov_buckets=VOCAB_OOV_BUCKETS,
     vocab_frequency_threshold=VOCAB_FREQUENCY_THRESHOLD,

@@ -18,6 +18,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.log_example_gen.component import LogExampleGen
+from components.log_example_gen.config import LogExampleGenConfig
 from components.model_report.component import ModelReport
 from models import features as F
 from models.evaluation import tfma as tfma_metrics
@@ -90,18 +91,12 @@ def create_pipeline(
     data_path: str,
     schema_path: str,
     serving_model_dir: str,
-    history_length: int,
-    history_min_watch_s: float,
-    train_days: List[int],
-    eval_days: List[int],
-    eval_last_n_days: int,
-    max_bad_row_fraction: float,
+    example_gen_config: LogExampleGenConfig,
     transform_config: TransformConfig,
     trainer_config: TrainerConfig,
     eval_gates: dict,
     eval_slice_features: List[str],
     metadata_connection_config=None,
-    validation_last_n_days: int = 1,
     beam_pipeline_args: Optional[List[str]] = None,
     train_steps: Optional[int] = None,
     eval_steps: Optional[int] = None,
@@ -118,25 +113,16 @@ def create_pipeline(
     different rankers/heads side by side (bench/bench_pipeline_matrix.py), where the
     latest blessed model is another configuration, not a predecessor.
     """
-    if trainer_config.history_length != history_length:
+    if trainer_config.history_length != example_gen_config.history_length:
         raise ValueError(f"trainer_config.history_length {trainer_config.history_length} != history_length "
-                         f"{history_length} of the examples")
+                         f"{example_gen_config.history_length} of the examples")
     if trainer_config.oov_buckets != transform_config.oov_buckets:
         raise ValueError(f"trainer_config.oov_buckets {trainer_config.oov_buckets} != transform_config.oov_buckets "
                          f"{transform_config.oov_buckets}: the embedding tables must match the vocabularies")
-    if validation_last_n_days < 1:
+    if example_gen_config.validation_last_n_days < 1:
         raise ValueError(f"validation_last_n_days must be >= 1: the Trainer validates every epoch on the "
-                         f"last train day(s), got {validation_last_n_days}")
-    example_gen = LogExampleGen(
-        input_base=data_path,
-        history_length=history_length,
-        history_min_watch_s=history_min_watch_s,
-        train_days=",".join(str(d) for d in train_days),
-        eval_days=",".join(str(d) for d in eval_days),
-        eval_last_n_days=eval_last_n_days,
-        validation_last_n_days=validation_last_n_days,
-        max_bad_row_fraction=max_bad_row_fraction,
-    )
+                         f"last train day(s), got {example_gen_config.validation_last_n_days}")
+    example_gen = LogExampleGen(input_base=data_path, config=example_gen_config)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = tfx.components.ImportSchemaGen(schema_file=f"{schema_path}/schema.pbtxt")
     example_validator = tfx.components.ExampleValidator(

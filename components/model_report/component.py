@@ -15,7 +15,7 @@ Inputs: the Evaluator's ``evaluation`` (TFMA output dir) and ``blessing``; the
 ``examples`` (train split: watch-time distribution and EAD; eval split: its
 distribution drawn for comparison); optionally the ``transform_graph`` (EAD thresholds
 from ``transform_fn/assets/ead_thresholds.json`` when Transform exported them;
-otherwise they are computed with ``models.ead.search_thresholds`` on train watch times
+otherwise they are computed with ``models.watch_time.ead.search_thresholds`` on train watch times
 with the ``ead_*`` parameters, which the pipeline sets to Transform's settings).
 
 Output ``report`` (:class:`ModelReport`): ``index.html`` + ``plots/*.png`` +

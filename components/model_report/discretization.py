@@ -6,7 +6,7 @@ draws, each with its EAD objective J = A_w + beta A_b (models/watch_time/ead.py)
 empirical CDF, so the page shows why EAD was chosen:
 
 - ``EAD``: the transform graph's ``ead_thresholds.json`` when present ("transform
-  graph"), else :func:`models.ead.search_thresholds` on the training watch times
+  graph"), else :func:`models.watch_time.ead.search_thresholds` on the training watch times
   ("computed on train watch times");
 - ``equal frequency``: ``t_m = Psi^{-1}(m / M)`` (EAD's alpha = 0 candidate);
 - ``equal width``: ``t_m = m T_max / M``.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import json
 import math
 import os
 import re
@@ -26,10 +25,11 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from models.watch_time import ead_analyzer
+
 OVERALL = "Overall"
 CANDIDATE_MODELS = ("", "candidate")  # TFX names the models when a baseline is given
 BASELINE_MODEL = "baseline"
-EAD_ASSET = "ead_thresholds.json"
 
 
 @dataclasses.dataclass
@@ -332,22 +332,14 @@ def read_float_feature(examples_uri: str, split: str, feature: str, max_rows: in
 def load_ead_asset(transform_graph_uri: Optional[str]) -> Optional[dict]:
     """The EAD thresholds Transform stored as an asset, or None.
 
-    Accepts ``models.ead.EadResult.to_json()`` (a dict with ``thresholds`` and maybe
+    Accepts ``models.watch_time.ead.EadResult.to_json()`` (a dict with ``thresholds`` and maybe
     ``chosen``, ``beta``, ``candidates``) or a plain JSON list of thresholds.
     """
     if not transform_graph_uri:
         return None
-    found = sorted(glob.glob(os.path.join(transform_graph_uri, "transform_fn", "assets", "**", EAD_ASSET + "*"),
-                             recursive=True))
-    if not found:
+    path = ead_analyzer.ead_asset_path(transform_graph_uri)
+    if path is None:
         return None
-    with open(found[0]) as f:
-        data = json.load(f)
-    if isinstance(data, list):
-        data = {"thresholds": data}
-    if not isinstance(data, dict) or not data.get("thresholds"):
-        raise ValueError(f"{found[0]}: expected a JSON list of thresholds or an object with "
-                         f"'thresholds', got {type(data).__name__}")
-    data["thresholds"] = [float(t) for t in data["thresholds"]]
-    data["path"] = found[0]
+    data = {k: v for k, v in ead_analyzer.read_ead_result(transform_graph_uri).to_dict().items() if v is not None}
+    data["path"] = path
     return data

@@ -15,6 +15,8 @@ logit, e.g. xDeepFM's linear part); heads (`Head`, base.py) turn it into outputs
                                   "watch_time_s" = CDE when it is the only watch head
     RankingScoreHead (ranking.py) "ranking_score" [B, 1] = a named formula of the other
                                   outputs (RANKING_FORMULAS, each declaring its inputs)
+    WlrWatchHead (wlr.py),        bench baselines (bench/bench_watchtime.py): YouTube
+    D2qPercentileHead (d2q.py)    WLR, exp(logit) = E[watch]; D2Q's in-group percentile
 
 `compile_ranker(inputs, z, heads, ...)` (model.py) builds and compiles the keras.Model
 whose outputs are the union of the heads' outputs. `heads_from_config(hp, thresholds)`
@@ -26,19 +28,23 @@ from models.heads.click import ClickHead
 from models.heads.config import WATCH_HEADS, default_heads, heads_from_config, loss_weights_from_config
 from models.heads.cqe import CqeWatchHead
 from models.heads.cread import CreadWatchHead
+from models.heads.d2q import D2qPercentileHead
 from models.heads.model import compile_ranker
-from models.heads.outputs import (CDE_OUTPUT, CLICK_OUTPUT, CREAD_LOGITS_OUTPUT, CSE_OUTPUT, DQC_OUTPUT,
-                                  OUTPUT_LABELS, QUANTILES_OUTPUT, RANKING_OUTPUT, TRAINING_ONLY_OUTPUTS,
-                                  WATCH_OUTPUT, training_labels)
+from models.heads.outputs import (CDE_OUTPUT, CLICK_OUTPUT, CREAD_LOGITS_OUTPUT, CSE_OUTPUT,
+                                  D2Q_PERCENTILE_OUTPUT, DQC_OUTPUT, OUTPUT_LABELS, QUANTILES_OUTPUT,
+                                  RANKING_OUTPUT, TRAINING_ONLY_OUTPUTS, WATCH_OUTPUT, WLR_LOGIT_OUTPUT,
+                                  training_labels)
 from models.heads.ranking import (RANKING_FORMULAS, RankingFormula, RankingScore, RankingScoreHead,
                                   ranking_formula, ranking_score)
 from models.heads.regression import WatchTimeRegressionHead, log1p_mse
+from models.heads.wlr import WlrWatchHead
 
 __all__ = [
-    "CDE_OUTPUT", "CLICK_OUTPUT", "CREAD_LOGITS_OUTPUT", "CSE_OUTPUT", "DQC_OUTPUT", "OUTPUT_LABELS",
-    "QUANTILES_OUTPUT", "RANKING_FORMULAS", "RANKING_OUTPUT", "TRAINING_ONLY_OUTPUTS", "WATCH_HEADS",
-    "WATCH_OUTPUT", "ClickHead", "CqeWatchHead", "CreadWatchHead", "Head", "RankingFormula",
-    "RankingScore", "RankingScoreHead", "WatchTimeRegressionHead", "check_heads", "compile_ranker",
+    "CDE_OUTPUT", "CLICK_OUTPUT", "CREAD_LOGITS_OUTPUT", "CSE_OUTPUT", "D2Q_PERCENTILE_OUTPUT", "DQC_OUTPUT",
+    "OUTPUT_LABELS", "QUANTILES_OUTPUT", "RANKING_FORMULAS", "RANKING_OUTPUT", "TRAINING_ONLY_OUTPUTS",
+    "WATCH_HEADS", "WATCH_OUTPUT", "WLR_LOGIT_OUTPUT", "ClickHead", "CqeWatchHead", "CreadWatchHead",
+    "D2qPercentileHead", "Head", "RankingFormula", "RankingScore", "RankingScoreHead",
+    "WatchTimeRegressionHead", "WlrWatchHead", "check_heads", "compile_ranker",
     "default_heads", "heads_from_config", "log1p_mse", "loss_weights_from_config", "ranking_formula",
     "ranking_score", "training_labels",
 ]

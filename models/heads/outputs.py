@@ -3,7 +3,8 @@
 The names are part of the served contract (SavedModel signatures, TFMA specs, REST
 clients): "click_prob" [B, 1], "watch_time_s" [B, 1], "ranking_score" [B, 1] and,
 with CQE, "quantiles" [B, N], "cse", "dqc", "cde" [B, 1]. "cread_logits" [B, M] only
-carries CREAD's loss and is dropped from the serving signatures.
+carries CREAD's loss and is dropped from the serving signatures (as "wlr_logit" of
+the WLR bench head).
 """
 from models import features as F
 
@@ -13,11 +14,16 @@ CREAD_LOGITS_OUTPUT = "cread_logits"
 QUANTILES_OUTPUT = "quantiles"
 CSE_OUTPUT, DQC_OUTPUT, CDE_OUTPUT = "cse", "dqc", "cde"
 RANKING_OUTPUT = "ranking_score"
+# Bench baselines (not a pipeline watch head): WLR's logit, D2Q's percentile (its
+# label is computed from the duration groups, not a feature).
+WLR_LOGIT_OUTPUT = "wlr_logit"
+D2Q_PERCENTILE_OUTPUT = "d2q_percentile"
 # Outputs that only exist to carry a loss: not part of the serving signatures.
-TRAINING_ONLY_OUTPUTS = (CREAD_LOGITS_OUTPUT,)
+TRAINING_ONLY_OUTPUTS = (CREAD_LOGITS_OUTPUT, WLR_LOGIT_OUTPUT)
 # Which label every lossy output trains on (labels from models.features).
 OUTPUT_LABELS = {CLICK_OUTPUT: F.LABEL_CLICK, WATCH_OUTPUT: F.LABEL_WATCH,
-                 CREAD_LOGITS_OUTPUT: F.LABEL_WATCH, QUANTILES_OUTPUT: F.LABEL_WATCH}
+                 CREAD_LOGITS_OUTPUT: F.LABEL_WATCH, QUANTILES_OUTPUT: F.LABEL_WATCH,
+                 WLR_LOGIT_OUTPUT: F.LABEL_WATCH}
 
 
 def training_labels(output_names, click_label, watch_label) -> dict:

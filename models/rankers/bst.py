@@ -13,6 +13,7 @@ The target sits at position 0 so relative distances are recency differences.
 import tf_keras as keras
 import tensorflow as tf
 
+from models.layers._utils import masked_mean
 from models.layers.feature_layer import FeatureLayer, mlp, model_inputs
 from models.heads import compile_ranker
 from models.layers.time_gap import TimeGapBucketEmbedding
@@ -46,8 +47,8 @@ def build_bst(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
                                       relative_positions=relative_positions,
                                       max_relative_position=int(max_relative_position),
                                       name=f"transformer_{n}")(seq, mask=mask)
-    hist_mask = feats["history_mask"][..., tf.newaxis]
-    hist_out = tf.reduce_sum(seq[:, 1:] * hist_mask, axis=1) / tf.maximum(tf.reduce_sum(hist_mask, axis=1), 1.0)
+    hist_out = keras.layers.Lambda(lambda t: masked_mean(t[0], t[1]), name="history_mean")(
+        [seq[:, 1:], feats["history_mask"]])
     z = keras.layers.Concatenate(name="bst_input")(
         [feats["fields_flat"], feats["numerics"], seq[:, 0], hist_out])
     z = mlp(z, mlp_hidden_units, lambda name: keras.layers.LeakyReLU(alpha=0.2, name=name), name="mlp")

@@ -31,15 +31,13 @@ from models.training import strategies  # noqa: E402
 from models.training.config import TrainerConfig  # noqa: E402
 from models.training.export import export_serving_model  # noqa: E402
 from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes  # noqa: E402
-from models.watch_time import ead  # noqa: E402
+from models.watch_time import ead_analyzer  # noqa: E402
 
 
 def ead_thresholds_from_transform_output(tf_transform_output) -> list:
-    """The EAD thresholds t_1..t_M Transform learnt (the JSON asset of the transform
-    graph, models/watch_time/ead.py ASSET_FILENAME): the same constants the graph buckets with."""
-    path = tf_transform_output.vocabulary_file_by_name("ead_thresholds")
-    with tf.io.gfile.GFile(path, "r") as f:
-        return list(ead.EadResult.from_json(f.read()).thresholds)
+    """The EAD thresholds t_1..t_M Transform learnt (the transform graph's asset, read by
+    models/watch_time/ead_analyzer.py): the same constants the graph buckets with."""
+    return list(ead_analyzer.read_ead_result(tf_transform_output).thresholds)
 
 
 def fit_ranker(model, train_data, epochs: int, validation_data=None, callbacks=(), keep_best_epoch=True,

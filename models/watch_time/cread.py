@@ -4,7 +4,7 @@ Paper: Sun et al., "CREAD: A Classification-Restoration Framework with Error
 Adaptive Discretization for Watch Time Prediction in Video Recommender Systems",
 AAAI 2024.
 
-Given thresholds ``0 = t_0 < t_1 < ... < t_M = T_max`` (from EAD, models/ead.py),
+Given thresholds ``0 = t_0 < t_1 < ... < t_M = T_max`` (from EAD, models/watch_time/ead.py),
 the head predicts the survival probabilities ``phi_m = P(y > t_m)`` with labels
 ``y_m = 1(y > t_m)`` and restores the expected watch time::
 

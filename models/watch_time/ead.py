@@ -307,17 +307,3 @@ def search_thresholds(boundaries_or_cdf, M: int,
     return EadResult(thresholds=list(c["thresholds"]), chosen=c["name"], chosen_alpha=c["alpha"],
                      M=int(M), M_eff=c["M_eff"], beta=float(beta), t_max=float(cdf.t_max),
                      t_max_quantile=tq, candidates=cands)
-
-
-# Transitional, until models/preprocessing.py, models/training/run_fn.py and
-# tests/models/training/test_run_fn.py import models/watch_time/ead_analyzer.py: the
-# analyzer and its asset name moved there. Delete this function then.
-_MOVED_TO_ANALYZER = ("ASSET_FILENAME", "ead_thresholds_analyzer")
-
-
-def __getattr__(name):
-    if name in _MOVED_TO_ANALYZER:
-        from models.watch_time import ead_analyzer
-
-        return getattr(ead_analyzer, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

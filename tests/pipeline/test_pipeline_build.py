@@ -1,5 +1,6 @@
 """create_pipeline wiring without running it: splits per component, the optional
 comparison with the latest blessed model, and bad split settings."""
+import dataclasses
 import json
 
 import pytest
@@ -33,7 +34,8 @@ def test_compare_to_blessed_false_drops_the_resolver_and_the_baseline(tmp_path):
 
 def test_no_validation_day_is_refused(tmp_path):
     with pytest.raises(ValueError, match="validation_last_n_days must be >= 1"):
-        build_local(str(tmp_path / "logs"), str(tmp_path / "out"), validation_last_n_days=0)
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"),
+                    example_gen_config=dataclasses.replace(configs.LOG_EXAMPLE_GEN, validation_last_n_days=0))
 
 
 def test_typed_configs_reach_transform_and_trainer(tmp_path):
@@ -62,6 +64,16 @@ def test_configs_refuse_missing_unknown_and_bad_knobs():
 
 def test_mismatched_history_length_or_oov_is_refused(tmp_path):
     with pytest.raises(ValueError, match="history_length"):
-        build_local(str(tmp_path / "logs"), str(tmp_path / "out"), trainer_config=configs.trainer_config(history_length=7))
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"),
+                    trainer_config=configs.trainer_config(history_length=7))
     with pytest.raises(ValueError, match="oov_buckets"):
-        build_local(str(tmp_path / "logs"), str(tmp_path / "out"), trainer_config=configs.trainer_config(oov_buckets=3))
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"),
+                    trainer_config=configs.trainer_config(oov_buckets=3))
+
+
+def test_trainer_config_knows_the_heads_watch_heads():
+    """TrainerConfig validates watch_head without importing TF: its list must be the heads'."""
+    from models import heads
+    from models.training import config
+
+    assert config.WATCH_HEADS == heads.WATCH_HEADS

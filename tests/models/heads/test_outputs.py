@@ -13,7 +13,7 @@ def test_training_labels_pick_the_label_of_every_lossy_output():
     labels = H.training_labels(names, click, watch)
     assert set(labels) == {"click_prob", "watch_time_s", "cread_logits", "quantiles"}
     assert labels["click_prob"] is click and labels["quantiles"] is watch and labels["cread_logits"] is watch
-    assert H.TRAINING_ONLY_OUTPUTS == ("cread_logits",)
+    assert H.TRAINING_ONLY_OUTPUTS == ("cread_logits", "wlr_logit")
     assert H.OUTPUT_LABELS["click_prob"] == F.LABEL_CLICK and H.OUTPUT_LABELS["watch_time_s"] == F.LABEL_WATCH
 
 

@@ -99,7 +99,7 @@ def test_run_fn_rejects_unknown_model_type_and_strategy(transformed_files, tmp_p
 def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files, tmp_path, monkeypatch):
     """WATCH_HEAD=cread+cqe: run_fn reads the EAD thresholds from the transform graph's
     asset (never recomputes them), trains CREAD + CQE, exports the three signatures."""
-    from models.watch_time import ead
+    from models.watch_time import ead, ead_analyzer
     from models.training.run_fn import ead_thresholds_from_transform_output
 
     def no_recompute(*args, **kwargs):
@@ -113,7 +113,7 @@ def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files
     run_fn(fn_args)
     with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
         history = json.load(f)
-    with open(os.path.join(transform_dir, "transform_fn", "assets", ead.ASSET_FILENAME)) as f:
+    with open(os.path.join(transform_dir, "transform_fn", "assets", ead_analyzer.ASSET_FILENAME)) as f:
         asset = ead.EadResult.from_json(f.read())
     assert history["watch_head"] == "cread+cqe"
     assert history["ead_thresholds"] == asset.thresholds

@@ -1,4 +1,4 @@
-"""D2Q (models/d2q.py) against hand values and a brute-force mid-rank percentile."""
+"""D2Q (models/watch_time/d2q.py) against hand values and a brute-force mid-rank percentile."""
 import numpy as np
 import pytest
 
