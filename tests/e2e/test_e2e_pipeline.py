@@ -29,6 +29,7 @@ from tests.helpers import e2e_utils
 from tests.conftest import KUAIRAND_DIR, ROOT
 
 pytestmark = pytest.mark.e2e
+CLI_MODEL_TYPE, CLI_WATCH_HEAD = "baseline", "regression"
 
 
 def _tfx_cli(args, env):
@@ -47,8 +48,10 @@ def cli_run(tmp_path_factory):
     logs = tmp_path / "logs"
     simulate(str(logs), num_users=400, num_videos=300, num_days=5, impressions_per_user_day=8.0, seed=11)
     out = tmp_path / "out"
+    # The CLI path with the light baseline ranker (the suite's time budget); the mission's
+    # DIN + CREAD + CQE default goes through the whole pipeline in the real-data test.
     env = dict(os.environ, LOGS=str(logs), OUTPUT_DIR=str(out), LOCAL_HOME=str(tmp_path / "tfx_home"),
-               TF_USE_LEGACY_KERAS="1", PYTHONPATH=ROOT)
+               TF_USE_LEGACY_KERAS="1", PYTHONPATH=ROOT, MODEL_TYPE=CLI_MODEL_TYPE, WATCH_HEAD=CLI_WATCH_HEAD)
 
     created = _tfx_cli(["pipeline", "create", "--engine", "local", "--pipeline_path", "local_runner.py"], env)
     assert 'Pipeline "watchtime_ranker" created successfully' in created
@@ -95,7 +98,7 @@ def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     assert len(versions) == 1
     good_auc = e2e_utils.evaluation_metrics(out)["click_prob/auc"]
 
-    degraded = configs.TRAINER.replace(shuffle_labels_seed=1)
+    degraded = configs.trainer_config(CLI_MODEL_TYPE, watch_head=CLI_WATCH_HEAD, shuffle_labels_seed=1)
     tfx.orchestration.LocalDagRunner().run(build_local(logs, out, enable_cache=True, trainer_config=degraded))
 
     # Upstream outputs came from the cache; the trainer ran again.

@@ -13,7 +13,8 @@ from models.training.export import export_serving_model
 from models.training.input import vocab_sizes
 from models.training.run_fn import ead_thresholds_from_transform_output
 from pipeline import configs
-from tests.helpers.ranker_utils import (build_transform_output, random_transformed, raw_batch, raw_rows,
+from tests.conftest import SMALL_L
+from tests.helpers.ranker_utils import (random_transformed, raw_batch, raw_rows,
                                         small_vocab_sizes, trainer_config)
 
 L = 5
@@ -26,10 +27,9 @@ IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative"]
 
 
 @pytest.fixture(scope="module")
-def transform_output(tmp_path_factory):
-    rows = raw_rows(40, L, seed=1)
-    out = build_transform_output(rows, L, str(tmp_path_factory.mktemp("tft_tmp")),
-                                 str(tmp_path_factory.mktemp("tft_out")))
+def transform_output(small_transform_output):
+    assert L == SMALL_L
+    out, _ = small_transform_output
     return out, raw_rows(12, L, seed=2)  # serving rows: also unseen ids (OOV bucket)
 
 

@@ -123,17 +123,16 @@ def test_malformed_asset_names_the_file(tmp_path, text):
         ead_analyzer.read_ead_result(graph)
 
 
-def test_thresholds_come_from_the_transform_graph_asset(tmp_path):
+def test_thresholds_come_from_the_transform_graph_asset(small_transform_output):
     """The pipeline's preprocessing_fn: the asset holds the very thresholds the
     transform graph buckets with."""
     import tensorflow as tf
 
     from models import features as F
-    from tests.helpers.ranker_utils import build_transform_output, raw_batch, raw_rows
+    from tests.conftest import SMALL_L as L
+    from tests.helpers.ranker_utils import raw_batch
 
-    L = 5
-    rows = raw_rows(40, L, seed=4)
-    tft_output = build_transform_output(rows, L, str(tmp_path / "tmp"), str(tmp_path / "out"))
+    tft_output, rows = small_transform_output
     t = np.asarray(ead_analyzer.read_ead_result(tft_output).thresholds)
     assert t.size >= 2 and np.all(np.diff(t) > 0)
     raw = {k: tf.constant(v) for k, v in raw_batch(rows, L).items()}
