@@ -30,11 +30,11 @@ def build_ranker(config, vocab_sizes: dict, heads=None, ead_thresholds=None) -> 
     config (heads.heads_from_config; CREAD needs `ead_thresholds`)."""
     check_model_type(config.model_type)
     if heads is None:
-        heads = heads_lib.heads_from_config(config.to_custom_config(), ead_thresholds)
+        heads = heads_lib.heads_from_config(config, ead_thresholds)
     params = dict(config.ranker_params)
     kwargs = dict(embedding_dim=config.embedding_dim, oov_buckets=config.oov_buckets,
                   learning_rate=config.learning_rate,
-                  loss_weights=heads_lib.loss_weights_from_config(config.to_custom_config()), heads=heads)
+                  loss_weights=heads_lib.loss_weights_from_config(config), heads=heads)
     kwargs.update(params)  # a ranker may override e.g. its learning rate
     try:
         return RANKERS[config.model_type](vocab_sizes, config.history_length, **kwargs)

@@ -4,7 +4,8 @@ import pytest
 from models import features as F
 from models import heads as H
 from models.training.input import label_keys_for
-from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes
+from pipeline import configs
+from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes, trainer_config
 from tests.models.heads.small_ranker import L, small_ranker
 
 
@@ -16,7 +17,7 @@ from tests.models.heads.small_ranker import L, small_ranker
      {"click_prob", "watch_time_s", "cread_logits", "quantiles", "cse", "dqc", "cde"}),
 ])
 def test_heads_of_each_watch_head(watch_head, types, outputs):
-    heads = H.heads_from_config({"watch_head": watch_head}, [1.0, 2.0])
+    heads = H.heads_from_config(trainer_config("baseline", L, watch_head=watch_head), [1.0, 2.0])
     assert [type(h).__name__ for h in heads] == types + ["RankingScoreHead"]
     assert {o for h in heads for o in h.output_names} == outputs | {"ranking_score"}
     assert all(isinstance(h, H.Head) for h in heads)
@@ -33,9 +34,10 @@ def test_bad_configs_raise():
     with pytest.raises(ValueError, match="needs the EAD thresholds"):
         small_ranker("cread", thresholds=None)
     with pytest.raises(ValueError):
-        H.heads_from_config({"watch_head": "cread"}, [3.0, 1.0])  # thresholds must increase
+        H.heads_from_config(trainer_config("baseline", L, watch_head="cread"), [3.0, 1.0])  # must increase
     with pytest.raises(ValueError):
-        H.heads_from_config({"watch_head": "cqe", "cqe": {"tau_low": 0.9, "tau_high": 0.2}})
+        H.heads_from_config(trainer_config("baseline", L, watch_head="cqe",
+                                           cqe=dict(configs.CQE, tau_low=0.9, tau_high=0.2)))
 
 
 def test_losses_and_weights_per_head():
@@ -51,7 +53,15 @@ def test_losses_and_weights_per_head():
     assert res["loss"] == pytest.approx(total, rel=1e-4)
 
 
-def test_loss_weights_from_config_defaults_to_one():
-    assert H.loss_weights_from_config({}) == {"click_prob": 1.0, "watch_time_s": 1.0,
-                                              "cread_logits": 1.0, "quantiles": 1.0}
-    assert H.loss_weights_from_config({"loss_weight_watch": "0.5"})["watch_time_s"] == 0.5
+def test_loss_weights_and_head_settings_come_from_the_config_only():
+    """No head setting has a default outside pipeline/configs.py: the weights are the
+    config's, and a CREAD/CQE settings dict missing a key is an error naming it."""
+    config = trainer_config("baseline", L, loss_weight_watch=0.5)
+    assert H.loss_weights_from_config(config) == {
+        "click_prob": configs.LOSS_WEIGHT_CLICK, "watch_time_s": 0.5,
+        "cread_logits": configs.LOSS_WEIGHT_CREAD, "quantiles": configs.LOSS_WEIGHT_CQE}
+    partial_cread = {k: v for k, v in configs.CREAD.items() if k != "lambda_restore"}
+    with pytest.raises(ValueError, match=r"cread: missing \['lambda_restore'\]"):
+        H.heads_from_config(trainer_config("baseline", L, watch_head="cread", cread=partial_cread), [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"cqe: missing \[\], unknown \['bogus'\]"):
+        H.heads_from_config(trainer_config("baseline", L, watch_head="cqe", cqe=dict(configs.CQE, bogus=1)))

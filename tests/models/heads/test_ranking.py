@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from models import heads as H
-from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes
+from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes, trainer_config
 from tests.models.heads.small_ranker import L, small_ranker
 from tests.models.layers.round_trip import assert_config_round_trip
 
@@ -38,12 +38,12 @@ def test_every_formula_declares_what_it_reads():
 def test_formula_without_its_outputs_fails_before_any_layer_is_built():
     for watch_head, formula in (("cread", "click_prob * dqc"), ("regression", "dqc"),
                                 ("cread+cqe", "click_prob * cse")):
-        hp = {"watch_head": watch_head, "ranking_score": formula}
+        config = trainer_config("baseline", L, watch_head=watch_head, ranking_score=formula)
         if "cqe" in watch_head:
-            H.heads_from_config(hp, [1.0, 2.0])  # CQE produces dqc and cse
+            H.heads_from_config(config, [1.0, 2.0])  # CQE produces dqc and cse
             continue
         with pytest.raises(ValueError, match=r"needs outputs \['dqc'\] \(dqc/cse need the CQE head\)"):
-            H.heads_from_config(hp, [1.0, 2.0])
+            H.heads_from_config(config, [1.0, 2.0])
     with pytest.raises(ValueError, match="needs outputs"):  # the order matters: inputs come first
         H.check_heads([H.RankingScoreHead("click_prob"), H.ClickHead()])
 
