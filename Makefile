@@ -45,11 +45,13 @@ chromium:
 	  echo "installing chromium (apt-get) for the report test"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
+# Two pytest workers (the machine's two cores); --dist loadfile keeps each file's tests,
+# and the e2e runs that share one pipeline root, on one worker in file order.
 test: setup chromium
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 test-fast: setup
-	$(PY) -m pytest -q tests -m "not e2e"
+	$(PY) -m pytest -q -n 2 --dist loadfile tests -m "not e2e"
 
 # Rankers on KuaiRand-Pure-format logs (LOGS, TRAIN_DAYS, EVAL_DAYS; see bench/bench_rankers.py)
 bench-rankers: setup
