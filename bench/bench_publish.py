@@ -1,0 +1,161 @@
+"""Benchmark the Publisher on KuaiRand-Pure-format logs -> bench/results/publish.json.
+
+    make bench-publish                      # or: .venv/bin/python -m bench.bench_publish
+    LOGS=/path BENCH_MODELS=din,bst,xdeepfm make bench-publish
+
+1. LogExampleGen + Transform once (bench/bench_rankers.py run_example_gen_and_transform;
+   reused when the days match), splits transformed in memory.
+2. Per model (BENCH_MODELS, default din): builds it from pipeline/configs.py, trains one
+   epoch (BENCH_EPOCHS) on the train split with validation on the last train day (best
+   epoch kept), reads the per-row optimizer state (models/publishing/row_importance.py),
+   and scores the eval days with the trained fp32 model.
+3. Variants rewritten in memory (models/publishing/rewrite.py) and scored on the same
+   eval rows: pruned only, int8 only, pruned + int8 (PUBLISH_PRUNE_FRACTION, criterion
+   PUBLISH_CRITERION), the pruned-id default row ("oov" vs "zeros"), and the sweep of
+   pruned fraction {0, 10, 25, 50, 75} % per table x criterion {opt_state, l2_norm}
+   (int8 on): NE loss %, AUC / XAUC drops, embedding bytes.
+4. Exports the trained and the published (pruned + int8) SavedModels with
+   export_serving_model and times `serving_default` on requests of 100 candidates.
+
+Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_MODELS, BENCH_EPOCHS (1), BENCH_MAX_TRAIN_ROWS,
+BENCH_MAX_EVAL_ROWS (all), BENCH_FRACTIONS (0,0.1,0.25,0.5,0.75), BENCH_LATENCY_CALLS
+(200), BENCH_WORK (/tmp/bench_publish), BENCH_OUT (bench/results/publish.json).
+"""
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench import bench_rankers as br  # noqa: E402
+
+ROOT = br.ROOT
+
+
+def _rel(path: str) -> str:
+    rel = os.path.relpath(path, ROOT)
+    return rel if not rel.startswith("../..") else "<tmp>/" + os.path.basename(path)
+
+
+def _batches(x, y, n=4096):
+    size = len(next(iter(x.values())))
+    for i in range(0, size, n):
+        yield {k: v[i:i + n] for k, v in x.items()}, {k: v[i:i + n] for k, v in y.items()}
+
+
+def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, latency_calls):
+    import tensorflow as tf
+
+    from models.evaluation import metrics
+    from models.publishing import row_importance, rewrite, sweep
+    from models.rankers.registry import build_ranker
+    from models.training.export import export_serving_model
+    from models.training.input import vocab_sizes
+    from models.training.run_fn import ead_thresholds_from_transform_output, fit_ranker
+    from pipeline import configs
+
+    config = configs.trainer_config(name)
+    tf.random.set_seed(config.seed)
+    x_tr, y_tr, _ = splits["train"]
+    x_va, y_va, _ = splits["validation"]
+    x_ev, y_ev, _ = splits["eval"]
+    thresholds = ead_thresholds_from_transform_output(tft_output) if "cread" in config.watch_head else None
+    model = build_ranker(config, vocab_sizes(tft_output), ead_thresholds=thresholds)
+    keys = model.input_names
+    t0 = time.time()
+    fit_ranker(model, tf.data.Dataset.from_tensor_slices(({k: x_tr[k] for k in keys}, y_tr))
+               .shuffle(len(y_tr["click_prob"]), seed=0).batch(config.batch_size), epochs,
+               validation_data=tf.data.Dataset.from_tensor_slices(({k: x_va[k] for k in keys}, y_va)).batch(4096),
+               verbose=0)
+    train_s = time.time() - t0
+    importance = row_importance.compute_row_importance(model, _batches({k: x_tr[k] for k in keys}, y_tr))
+    x = {k: x_ev[k] for k in keys}
+    click, watch = y_ev["click_prob"].astype(np.float64), y_ev["watch_time_s"].astype(np.float64)
+    base = sweep.predict(model, x)
+    trained = {"ne": metrics.ne(click, base["click_prob"]), "auc": metrics.auc(click, base["click_prob"]),
+               "xauc": metrics.xauc(watch, base["watch_time_s"])}
+    publish = configs.PUBLISHER
+    variants = {}
+    for label, changes in (("pruned_only", dict(quantize=False)), ("int8_only", dict(prune_fraction=None)),
+                           ("pruned_int8", {}), ("pruned_int8_zeros_default", dict(default_row="zeros"))):
+        cfg = publish.replace(**changes)
+        row = sweep.prune_sweep(model, importance["tables"], cfg, x, click, watch,
+                                [cfg.prune_fraction or 0.0], [cfg.criterion])[0]
+        variants[label] = {k: v for k, v in row.items()}
+    sweep_rows = []
+    for criterion in ("opt_state", "l2_norm"):
+        sweep_rows += sweep.prune_sweep(model, importance["tables"], publish, x, click, watch, fractions, [criterion])
+    # latency: trained fp32 vs published (pruned + int8), 100 candidates, in-process
+    inference_bytes = int(sum(w.numpy().nbytes for w in model.weights))
+    trained_dir = os.path.join(work, name, "trained")
+    export_serving_model(model, tft_output, config.history_length, trained_dir)
+    # rewritten in place after the trained export (a model holding the TFT layer cannot be cloned)
+    tables = rewrite.publish_tables(model, importance["tables"], publish)
+    published_dir = os.path.join(work, name, "published")
+    export_serving_model(model, tft_output, config.history_length, published_dir)
+    fp32_ms = br.serving_latency_ms(trained_dir, serialized, latency_calls, config.history_length)
+    pub_ms = br.serving_latency_ms(published_dir, serialized, latency_calls, config.history_length)
+    return {
+        "model": name, "optimizer": importance["optimizer"], "train_seconds": round(train_s, 1),
+        "eval_examples": int(click.size), "trained": trained,
+        "bytes": {"all_weights_fp32": inference_bytes,
+                  "published_variables_dir": rewrite.variables_bytes(published_dir),
+                  "trained_variables_dir_with_optimizer": rewrite.variables_bytes(trained_dir),
+                  **rewrite.tables_summary(tables)},
+        "variants": variants, "sweep": sweep_rows,
+        "latency_ms_100_candidates": {"fp32_p50": fp32_ms[0], "fp32_p99": fp32_ms[1],
+                                      "published_p50": pub_ms[0], "published_p99": pub_ms[1]},
+        "publish_config": publish.to_json_dict(),
+    }
+
+
+def main() -> int:
+    from pipeline import configs
+
+    logs = os.environ.get("LOGS") or br.DEFAULT_LOGS
+    if not os.path.isdir(logs):
+        print(f"bench-publish: no logs at {logs} (set LOGS)", file=sys.stderr)
+        return 1
+    train_days = os.environ.get("TRAIN_DAYS", "20220425-20220502")
+    eval_days = os.environ.get("EVAL_DAYS", "20220503-20220504")
+    work = os.environ.get("BENCH_WORK", "/tmp/bench_publish")
+    models = [m for m in os.environ.get("BENCH_MODELS", "din").split(",") if m]
+    epochs = int(os.environ.get("BENCH_EPOCHS", "1"))
+    fractions = [float(f) for f in os.environ.get("BENCH_FRACTIONS", "0,0.1,0.25,0.5,0.75").split(",")]
+    calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
+    max_train = int(os.environ.get("BENCH_MAX_TRAIN_ROWS", "0"))
+    max_eval = int(os.environ.get("BENCH_MAX_EVAL_ROWS", "0"))
+    out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "publish.json"))
+    started = time.time()
+    import tensorflow_transform as tft
+
+    examples, transform_graph = br.run_example_gen_and_transform(logs, work, train_days, eval_days)
+    tft_output = tft.TFTransformOutput(transform_graph)
+    splits, serialized, info = br.load_splits(examples, tft_output, configs.HISTORY_LENGTH)
+    for split, cap in (("train", max_train), ("eval", max_eval)):
+        if cap:
+            x, y, meta = splits[split]
+            splits[split] = ({k: v[:cap] for k, v in x.items()}, {k: v[:cap] for k, v in y.items()}, meta)
+    results = []
+    for name in models:
+        results.append(bench_model(name, splits, tft_output, serialized, work, epochs, fractions, calls))
+        print(json.dumps({k: results[-1][k] for k in ("model", "trained", "bytes", "variants",
+                                                     "latency_ms_100_candidates")}, default=float), flush=True)
+    record = {"logs": _rel(logs) if os.path.isabs(logs) else logs, "train_days": train_days,
+              "eval_days": eval_days, "work": "<tmp>/" + os.path.basename(work), "info": info,
+              "max_train_rows": max_train or None, "max_eval_rows": max_eval or None, "epochs": epochs,
+              "load_average": os.getloadavg(), "note": "2-core machine shared with other jobs: latencies are rough",
+              "seconds": round(time.time() - started, 1), "results": results}
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(record, f, indent=1, default=float)
+    print(f"bench-publish: wrote {_rel(out)} in {record['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

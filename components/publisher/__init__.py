@@ -1,0 +1,1 @@
+"""Publisher: pruned, int8-quantized, verified SavedModels published atomically (issue #10)."""

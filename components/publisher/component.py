@@ -1,0 +1,71 @@
+"""Publisher: a TFX component that replaces the stock Pusher (issue #10).
+
+Usage in a pipeline (after the Evaluator)::
+
+    publisher = Publisher(model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
+                          transform_graph=transform.outputs["transform_graph"],
+                          examples=example_gen.outputs["examples"],
+                          serving_base="/serving/watchtime_ranker", model_name="watchtime_ranker",
+                          config_json=json.dumps(PublishConfig(...).to_json_dict()))
+
+Inputs: the trained ``model`` (its SavedModel and the row importance beside it), the
+Evaluator's ``model_blessing`` (nothing is published unless blessed), the
+``transform_graph`` (the serving signatures apply it) and the raw ``examples`` (the
+eval split verifies the published model and feeds the warmup file).
+
+Outputs: ``pushed_model``, a standard PushedModel (custom properties ``pushed`` 0/1,
+``pushed_destination``, ``pushed_version``, as the stock Pusher's, so lineage and
+LatestBlessedModel-style resolvers keep working), and ``publish_report``
+(``publish_report.json``, components/publisher/publish.py).
+"""
+import json
+import os
+
+from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.types import standard_artifacts
+from tfx.utils import path_utils
+
+from components.publisher import publish as publish_lib
+from components.publisher.artifacts import PublishReport
+from models.publishing.config import PublishConfig
+
+REPORT_FILE = "publish_report.json"
+
+
+@component
+def Publisher(  # pylint: disable=invalid-name
+    model: InputArtifact[standard_artifacts.Model],
+    model_blessing: InputArtifact[standard_artifacts.ModelBlessing],
+    transform_graph: InputArtifact[standard_artifacts.TransformGraph],
+    examples: InputArtifact[standard_artifacts.Examples],
+    pushed_model: OutputArtifact[standard_artifacts.PushedModel],
+    publish_report: OutputArtifact[PublishReport],
+    serving_base: Parameter[str],
+    model_name: Parameter[str],
+    config_json: Parameter[str],
+    eval_split: Parameter[str] = "eval",
+):
+    """Publishes a pruned int8 version of a blessed model, or records why not."""
+    import tensorflow as tf
+
+    config = PublishConfig.from_json_dict(json.loads(config_json))
+    blessed = bool(model_blessing.get_int_custom_property("blessed"))
+    if not blessed:
+        report = {"decision": "not published", "reason": "the Evaluator did not bless the model",
+                  "version": None, "served_versions": []}
+    else:
+        files = sorted(tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{eval_split}", "*")))
+        report = publish_lib.publish(
+            trained_model_dir=path_utils.serving_model_path(model.uri), model_artifact_dir=model.uri,
+            transform_graph_dir=transform_graph.uri, eval_files=files, serving_base=serving_base,
+            model_name=model_name, config=config)
+    path = os.path.join(publish_report.uri, REPORT_FILE)
+    publish_lib.write_report(report, path)
+    publish_report.set_string_custom_property("report_json", path)
+    publish_report.set_string_custom_property("decision", report["decision"])
+    pushed = report["decision"] == "published"
+    pushed_model.set_int_custom_property("pushed", int(pushed))
+    if pushed:
+        pushed_model.set_string_custom_property("pushed_destination", report["path"])
+        pushed_model.set_string_custom_property("pushed_version", str(report["version"]))

@@ -1,0 +1,135 @@
+"""One publish: rewrite the trained model, verify it, warm it up, publish it atomically.
+
+    trained SavedModel ──load──▶ Keras ranker ──publish_tables──▶ pruned/int8 tables
+        ──export_serving_model──▶ <base>/.publishing-<v>-<pid>/ (+ assets.extra warmup)
+        ──verify (NE/AUC/XAUC gates, golden requests)──▶ rename to <base>/<v>, keep K
+
+A failing gate raises PublishRefused inside the assembly, so the temp dir is removed
+and nothing numeric appears: the previous version keeps serving. `publish()` returns
+the publish report (also on refusal, with `decision` "refused" and the reason).
+Usable without TFX (the component, the benchmark and the tests call it).
+"""
+import json
+import os
+import time
+from typing import List, Optional
+
+import tensorflow as tf
+
+from components.publisher import verification, versioning, warmup
+from models import features as F
+from models.publishing import rewrite
+from models.publishing.config import PublishConfig
+from models.publishing.row_importance import read_row_importance
+from models.training.export import export_serving_model
+
+
+class PublishRefused(RuntimeError):
+    """A verification gate failed; the message says which, with the figures."""
+
+
+def build_published_model(trained_model_dir: str, importance, config: PublishConfig, tf_transform_output,
+                          out_dir: str) -> dict:
+    """Rewrites the trained ranker (models/publishing/rewrite.py) and exports it with the
+    trainer's signatures to `out_dir`; returns the per-table report and L."""
+    model = rewrite.load_trained_model(trained_model_dir)
+    tables = rewrite.publish_tables(model, importance, config)
+    length = rewrite.history_length(model)
+    export_serving_model(model, tf_transform_output, length, out_dir)
+    return {"tables": tables, "history_length": length}
+
+
+def run_sweep(trained_model_dir: str, importance, config: PublishConfig, tf_transform_output,
+              serialized: List[bytes]) -> list:
+    """NE loss against pruned fraction per criterion (models/publishing/sweep.py)."""
+    from models.publishing import sweep
+
+    model = rewrite.load_trained_model(trained_model_dir)
+    x = sweep.transformed_eval(tf_transform_output, serialized, rewrite.history_length(model), model.input_names)
+    y = verification.labels(serialized)
+    wanted = list(config.sweep_criteria) + ([config.criterion] if config.prune_auto else [])
+    criteria = [c for c in dict.fromkeys(wanted) if c == "l2_norm" or importance is not None]
+    return sweep.prune_sweep(model, importance, config, x, y[F.LABEL_CLICK], y[F.LABEL_WATCH],
+                             config.sweep_fractions, criteria)
+
+
+def choose_fraction(config: PublishConfig, sweep_rows: list) -> PublishConfig:
+    """The largest swept fraction ≤ config.prune_fraction whose in-memory check passes
+    the gates for config.criterion (no pruning when none does)."""
+    ok = [r["fraction"] for r in sweep_rows
+          if r["criterion"] == config.criterion and r["fraction"] <= config.prune_fraction
+          and not verification.gate_failures(r, config.max_ne_loss, config.max_auc_drop, config.max_xauc_drop)]
+    return config.replace(prune_fraction=max(ok) if ok and max(ok) > 0 else None)
+
+
+def golden_instances(serialized: List[bytes], n: int) -> List[dict]:
+    from models import features as F
+    from serving.client import examples_to_instances
+
+    return examples_to_instances(serialized[:n], F.SERVING_RAW_FEATURES)
+
+
+def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir: str, eval_files: List[str],
+            serving_base: str, model_name: str, config: PublishConfig, version: Optional[int] = None,
+            before_rename=None) -> dict:
+    """Publishes one version (module docstring); returns the publish report."""
+    import tensorflow_transform as tft
+
+    started = time.time()
+    importance = read_row_importance(model_artifact_dir)
+    if config.prunes and config.criterion != "l2_norm" and importance is None:
+        raise ValueError(f"no row importance under {model_artifact_dir}: the Trainer's run_fn writes it "
+                         f"(models/publishing/row_importance.py); use criterion 'l2_norm' for older models")
+    tf_transform_output = tft.TFTransformOutput(transform_graph_dir)
+    serialized = verification.read_examples(eval_files, config.verify_max_examples)
+    if not serialized:
+        raise ValueError(f"no eval examples in {eval_files}: cannot verify the published model")
+    y = verification.labels(serialized)
+    trained = tf.saved_model.load(trained_model_dir)
+    trained_metrics = verification.model_metrics(y, verification.score(trained.signatures, serialized))
+    report = {"config": config.to_json_dict(), "trained_model": trained_model_dir, "serving_base": serving_base,
+              "eval_examples": len(serialized), "trained": trained_metrics,
+              "trained_variables_bytes": rewrite.variables_bytes(trained_model_dir)}
+
+    if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
+        report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output,
+                                    serialized[:config.sweep_max_examples or None])
+        if config.prune_auto and config.prunes and config.prune_fraction:
+            config = choose_fraction(config, report["sweep"])
+            report["prune_fraction_chosen"] = config.prune_fraction or 0.0
+
+    def assemble(temp_dir: str) -> None:
+        built = build_published_model(trained_model_dir, importance, config, tf_transform_output, temp_dir)
+        report["tables"] = built["tables"]
+        report.update(rewrite.tables_summary(built["tables"]))
+        report["published_variables_bytes"] = rewrite.variables_bytes(temp_dir)
+        published = tf.saved_model.load(temp_dir)
+        report["published"] = verification.model_metrics(y, verification.score(published.signatures, serialized))
+        report["deltas"] = verification.compare(trained_metrics, report["published"])
+        report.update(verification.golden_replay(trained.signatures, published.signatures,
+                                                 golden_instances(serialized, config.golden_requests)))
+        failures = verification.gate_failures(report["deltas"], config.max_ne_loss, config.max_auc_drop,
+                                              config.max_xauc_drop)
+        if failures:
+            raise PublishRefused("; ".join(failures))
+        report["warmup_records"] = warmup.write_warmup(
+            temp_dir, serialized, built["history_length"], model_name, config.warmup_records,
+            config.warmup_rows_per_request)
+
+    try:
+        result = versioning.publish_version(serving_base, assemble, keep=config.keep_versions, version=version,
+                                            before_rename=before_rename)
+        report.update(decision="published", reason="every gate passed", version=result["version"],
+                      path=result["path"], removed_versions=result["removed_versions"],
+                      stale_temps_removed=result["stale_temps_removed"])
+    except PublishRefused as e:
+        report.update(decision="refused", reason=str(e), version=None, path=None)
+    report["served_versions"] = versioning.list_versions(serving_base)
+    report["seconds"] = round(time.time() - started, 1)
+    return report
+
+
+def write_report(report: dict, path: str) -> None:
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        json.dump(report, f, indent=1, default=float)

@@ -1,0 +1,108 @@
+"""Verification before publishing: the published model against the trained one.
+
+Both SavedModels score the same raw eval examples through `serving_examples`:
+
+    NE       = logloss(click, p) / H(p̄)           (He et al. 2014; models/evaluation/metrics.ne)
+    NE loss  = (NE_pub − NE_trained) / NE_trained
+    AUC drop = AUC_trained − AUC_pub   (click),   XAUC drop likewise (watch time)
+
+The publish is refused when NE loss > max_ne_loss, or a drop > its bound; the reason
+names the gate and the figures. Golden requests: raw JSON instances (as REST clients
+send them) replayed through `serving_default` of both; max |Δ click_prob| is recorded.
+"""
+import json
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from models import features as F
+from models.evaluation import metrics
+
+BATCH = 512
+
+
+def read_examples(files: List[str], limit: Optional[int] = None) -> List[bytes]:
+    """Serialized raw tf.Examples (GZIP TFRecords, LogExampleGen's output) of a split."""
+    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if limit:
+        ds = ds.take(int(limit))
+    return [r.numpy() for r in ds]
+
+
+def labels(serialized: List[bytes]) -> Dict[str, np.ndarray]:
+    spec = {F.LABEL_CLICK: tf.io.FixedLenFeature([], tf.int64),
+            F.LABEL_WATCH: tf.io.FixedLenFeature([], tf.float32)}
+    out = {F.LABEL_CLICK: [], F.LABEL_WATCH: []}
+    for i in range(0, len(serialized), 4096):
+        parsed = tf.io.parse_example(tf.constant(serialized[i:i + 4096]), spec)
+        for k in out:
+            out[k].append(parsed[k].numpy())
+    return {k: np.concatenate(v).astype(np.float64) for k, v in out.items()}
+
+
+def score(signatures, serialized: List[bytes], outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
+    """`serving_examples` outputs of a loaded SavedModel over `serialized`, batched."""
+    fn = signatures["serving_examples"]
+    got = {k: [] for k in outputs}
+    for i in range(0, len(serialized), BATCH):
+        result = fn(examples=tf.constant(serialized[i:i + BATCH]))
+        for k in outputs:
+            got[k].append(result[k].numpy().reshape(-1))
+    return {k: np.concatenate(v).astype(np.float64) for k, v in got.items()}
+
+
+def model_metrics(y: Dict[str, np.ndarray], pred: Dict[str, np.ndarray]) -> Dict[str, float]:
+    click, watch = y[F.LABEL_CLICK], y[F.LABEL_WATCH]
+    return {"ne": metrics.ne(click, pred["click_prob"]), "auc": metrics.auc(click, pred["click_prob"]),
+            "xauc": metrics.xauc(watch, pred["watch_time_s"]), "mae": metrics.mae(watch, pred["watch_time_s"]),
+            "logloss": metrics.logloss(click, pred["click_prob"])}
+
+
+def compare(trained: Dict[str, float], published: Dict[str, float]) -> Dict[str, float]:
+    """NE loss (relative) and the AUC / XAUC drops, MAE rise."""
+    return {"ne_loss": (published["ne"] - trained["ne"]) / trained["ne"],
+            "auc_drop": trained["auc"] - published["auc"],
+            "xauc_drop": trained["xauc"] - published["xauc"],
+            "mae_rise": published["mae"] - trained["mae"]}
+
+
+def gate_failures(deltas: Dict[str, float], max_ne_loss: float, max_auc_drop: float,
+                  max_xauc_drop: float) -> List[str]:
+    """Why the publish is refused (empty: every gate passes)."""
+    failures = []
+    if not deltas["ne_loss"] <= max_ne_loss:
+        failures.append(f"NE loss {100 * deltas['ne_loss']:.4f} % > bound {100 * max_ne_loss:.4f} %")
+    if not deltas["auc_drop"] <= max_auc_drop:
+        failures.append(f"click AUC drop {deltas['auc_drop']:.5f} > bound {max_auc_drop:.5f}")
+    if not deltas["xauc_drop"] <= max_xauc_drop:
+        failures.append(f"watch XAUC drop {deltas['xauc_drop']:.5f} > bound {max_xauc_drop:.5f}")
+    return failures
+
+
+def instances_to_tensors(signature, instances: List[dict]) -> Dict[str, tf.Tensor]:
+    """JSON instances -> the signature's named input tensors (TF Serving's row format)."""
+    specs = signature.structured_input_signature[1]
+    out = {}
+    for name, spec in specs.items():
+        values = [inst[name] for inst in instances]
+        if spec.dtype == tf.string:
+            values = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+        out[name] = tf.constant(values, dtype=spec.dtype)
+    return out
+
+
+def golden_replay(trained_sigs, published_sigs, instances: List[dict]) -> Dict[str, float]:
+    """max / mean |Δ click_prob| over raw JSON `instances` through `serving_default`."""
+    if not instances:
+        return {"golden_requests": 0, "golden_max_abs_delta_click_prob": None}
+    instances = json.loads(json.dumps(instances))  # exactly what a REST client sends
+    deltas = []
+    for i in range(0, len(instances), BATCH):
+        chunk = instances[i:i + BATCH]
+        a = trained_sigs["serving_default"](**instances_to_tensors(trained_sigs["serving_default"], chunk))
+        b = published_sigs["serving_default"](**instances_to_tensors(published_sigs["serving_default"], chunk))
+        deltas.append(np.abs(a["click_prob"].numpy() - b["click_prob"].numpy()).reshape(-1))
+    d = np.concatenate(deltas)
+    return {"golden_requests": int(len(instances)), "golden_max_abs_delta_click_prob": float(d.max()),
+            "golden_mean_abs_delta_click_prob": float(d.mean())}

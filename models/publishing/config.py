@@ -1,0 +1,89 @@
+"""PublishConfig: the typed settings of one publish (values in pipeline/configs.py PUBLISHER)."""
+import dataclasses
+from typing import Any, Dict, List, Optional
+
+from models.publishing.pruning import DEFAULT_ROWS
+
+CRITERIA = ("opt_state", "l2_norm", "touch_count")
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishConfig:
+    """Every knob of the Publisher (pipeline/configs.py PUBLISHER has the values and why).
+
+    prune_fraction / prune_threshold: drop this share of each table's rows, or the rows
+        whose importance is ≤ the threshold (exactly one of them, or neither: no pruning).
+    criterion: row importance used to rank rows ("opt_state", "l2_norm", "touch_count").
+    default_row: where pruned ids go: "oov" (the table's OOV row) or "zeros".
+    quantize: int8 row-wise rows; tables narrower than quantize_min_dim stay fp32
+        (a width-1 row costs 5 bytes quantized vs 4 in fp32).
+    max_ne_loss: refuse when (NE_pub − NE_trained)/NE_trained exceeds it (0.0005 = 0.05 %).
+    max_auc_drop / max_xauc_drop: refuse when click AUC / watch XAUC drop by more.
+    verify_max_examples: eval rows scored by both models (None: all).
+    golden_requests: raw JSON instances replayed through both models.
+    warmup_records / warmup_rows_per_request: the TF Serving warmup file.
+    keep_versions: versions kept in the serving base after a publish.
+    sweep_fractions / sweep_criteria / sweep_max_examples: the report's NE-loss-against-
+        pruned-fraction curve (models/publishing/sweep.py) on that many eval rows
+        (0: all; empty fractions: no sweep).
+    prune_auto: prune the largest fraction among sweep_fractions ≤ prune_fraction whose
+        in-memory check (the sweep, criterion `criterion`) passes the gates (0 if none);
+        the SavedModel's verification still decides.
+    """
+
+    prune_fraction: Optional[float]
+    prune_threshold: Optional[float]
+    criterion: str
+    default_row: str
+    quantize: bool
+    quantize_min_dim: int
+    max_ne_loss: float
+    max_auc_drop: float
+    max_xauc_drop: float
+    verify_max_examples: Optional[int]
+    golden_requests: int
+    warmup_records: int
+    warmup_rows_per_request: int
+    keep_versions: int
+    sweep_fractions: List[float] = dataclasses.field(default_factory=list)
+    sweep_criteria: List[str] = dataclasses.field(default_factory=list)
+    sweep_max_examples: int = 0
+    prune_auto: bool = False
+
+    def __post_init__(self):
+        if self.prune_fraction is not None and self.prune_threshold is not None:
+            raise ValueError("PublishConfig: give prune_fraction or prune_threshold, not both")
+        if self.prune_fraction is not None and not 0.0 <= self.prune_fraction < 1.0:
+            raise ValueError(f"PublishConfig.prune_fraction must be in [0, 1), got {self.prune_fraction}")
+        if self.criterion not in CRITERIA:
+            raise ValueError(f"PublishConfig.criterion must be one of {CRITERIA}, got {self.criterion!r}")
+        if self.default_row not in DEFAULT_ROWS:
+            raise ValueError(f"PublishConfig.default_row must be one of {DEFAULT_ROWS}, got {self.default_row!r}")
+        for name in ("quantize_min_dim", "keep_versions", "warmup_rows_per_request"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"PublishConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("golden_requests", "warmup_records"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"PublishConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.warmup_records > 1000:
+            raise ValueError("PublishConfig.warmup_records: TF Serving reads at most 1000 warmup records")
+        bad = [c for c in self.sweep_criteria if c not in CRITERIA]
+        if bad or any(not 0 <= f < 1 for f in self.sweep_fractions):
+            raise ValueError(f"PublishConfig: bad sweep {self.sweep_fractions} / {self.sweep_criteria}")
+        for name in ("max_ne_loss", "max_auc_drop", "max_xauc_drop"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"PublishConfig.{name} must be >= 0, got {getattr(self, name)}")
+
+    @property
+    def prunes(self) -> bool:
+        return bool(self.prune_fraction) or self.prune_threshold is not None
+
+    def replace(self, **changes) -> "PublishConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_json_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, d: Dict[str, Any]) -> "PublishConfig":
+        return cls(**d)

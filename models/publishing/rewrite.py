@@ -1,0 +1,157 @@
+"""Rewrite a trained Keras ranker into the published one: pruned and/or int8 tables.
+
+Every embedding table E_t [V_t, D_t] of the ranker's FeatureLayer is replaced by a
+PublishedTable (models/publishing/published_table.py):
+
+    plan_t  = prune_plan(importance_t, fraction | threshold)        (pruning.py)
+    C_t     = compact_table(E_t, plan_t)                             [K_t, D_t]
+    values  = quantize_rows(C_t)  if quantize and D_t ≥ min_dim      (quantization.py)
+              else C_t (fp32)
+
+The layer's call is unchanged (`tf.nn.embedding_lookup` dispatches to the published
+table), every other weight stays as trained, and the model is exported with the
+trainer's own `export_serving_model` (models/training/export.py), so the published
+SavedModel has every signature the trained one has.
+
+With no pruning and no quantization the published table is the fp32 table itself
+behind the same gather: predictions are bit-identical (tests check it).
+
+Example:
+
+>>> model = load_trained_model(model_dir)
+>>> tables = publish_tables(model, read_row_importance(artifact_dir), config)
+>>> export_serving_model(model, tf_transform_output, history_length(model), out_dir)
+"""
+import os
+from typing import Dict, Optional
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from models import features as F  # noqa: E402
+from models.publishing import pruning, quantization  # noqa: E402
+from models.publishing.config import PublishConfig  # noqa: E402
+from models.publishing.published_table import PublishedTable  # noqa: E402
+from models.publishing.row_importance import embedding_tables, feature_layer, table_feature  # noqa: E402
+
+
+def load_trained_model(saved_model_dir: str):
+    """The trained ranker as a Keras model (custom layers revived from their classes)."""
+    import tf_keras as keras
+
+    import models.rankers.registry  # noqa: F401 - registers every custom layer class
+
+    model = keras.models.load_model(saved_model_dir, compile=False)
+    # the trained SavedModel carries the optimizer (its slots are 2x the weights): the
+    # published model must not
+    model.optimizer = None
+    try:
+        model._delete_tracking("optimizer")
+    except (KeyError, ValueError, AttributeError):
+        pass
+    return model
+
+
+def history_length(model) -> int:
+    """L, from the model's history input [B, L]."""
+    name = F.transformed_name("hist_video_id")
+    for x in model.inputs:
+        if x.name.split(":")[0] == name or getattr(x, "_keras_history", None) and x.node.layer.name == name:
+            return int(x.shape[1])
+    raise ValueError(f"the model has no {name} input")
+
+
+def _replace_table(layer, name: str, table: PublishedTable) -> None:
+    attr = "tables" if name.startswith("emb_") else "linear_tables"
+    key = table_feature(name)
+    old = getattr(layer, attr)[key]
+    getattr(layer, attr)[key] = table
+    layer._trainable_weights = [w for w in layer._trainable_weights if w is not old]
+    layer._non_trainable_weights = [w for w in layer._non_trainable_weights if w is not old]
+    layer._track_trackable(table, name=name, overwrite=True)  # the fp32 table leaves the checkpoint
+
+
+def snapshot_tables(model) -> dict:
+    """The trained tables and the layer's weight lists, for restore_tables."""
+    layer = feature_layer(model)
+    return {"tables": embedding_tables(layer), "trainable": list(layer._trainable_weights),
+            "non_trainable": list(layer._non_trainable_weights)}
+
+
+def restore_tables(model, snapshot: dict) -> None:
+    """Puts the trained tables back (snapshot_tables before publish_tables), so one loaded
+    model can be rewritten several times (the sweep; a loaded model cannot be cloned)."""
+    layer = feature_layer(model)
+    for name, var in snapshot["tables"].items():
+        getattr(layer, "tables" if name.startswith("emb_") else "linear_tables")[table_feature(name)] = var
+        layer._track_trackable(var, name=name, overwrite=True)
+    layer._trainable_weights = list(snapshot["trainable"])
+    layer._non_trainable_weights = list(snapshot["non_trainable"])
+
+
+def _scores(importance: Optional[dict], name: str, criterion: str, values: np.ndarray) -> np.ndarray:
+    if criterion == "l2_norm":
+        return np.linalg.norm(values, axis=1)
+    cols = (importance or {}).get(name, {})
+    s = cols.get(criterion)
+    if s is None or np.all(np.isnan(s)) or len(s) != values.shape[0]:
+        raise ValueError(f"no '{criterion}' row importance for table {name}: was it written by run_fn "
+                         f"(models/publishing/row_importance.py)?")
+    return np.nan_to_num(np.asarray(s, np.float64), nan=0.0)
+
+
+def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]], config: PublishConfig,
+                   tables=None) -> Dict[str, dict]:
+    """Replaces the tables of `model` in place (module docstring); returns per table
+    rows, rows kept, bytes before/after and quantization error (max and mean |x − x̂|)."""
+    layer = feature_layer(model)
+    oov = int(layer.oov_buckets)
+    report = {}
+    for name, var in embedding_tables(layer).items():
+        if tables is not None and name not in tables:
+            continue
+        values = np.asarray(tf.convert_to_tensor(var).numpy(), np.float32)
+        rows, dim = values.shape
+        oov_rows = list(range(rows - oov, rows))
+        remap, compact = None, values
+        if config.prunes:
+            plan = pruning.prune_plan(_scores(importance, name, config.criterion, values), rows,
+                                      fraction=config.prune_fraction or None, threshold=config.prune_threshold,
+                                      default_row=config.default_row if oov_rows else "zeros", oov_rows=oov_rows)
+            compact = pruning.compact_table(values, plan)
+            remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
+        entry = {"rows": int(rows), "dim": int(dim), "rows_kept": int(compact.shape[0]),
+                 "bytes_fp32": int(values.nbytes), "quantized": False, "max_abs_error": 0.0,
+                 "mean_abs_error": 0.0}
+        if config.quantize and dim >= config.quantize_min_dim:
+            q, scale, bias = quantization.quantize_rows(compact)
+            err = np.abs(quantization.dequantize_rows(q, scale, bias) - compact)
+            table = PublishedTable(q, scale, bias, remap=remap, name=name)
+            entry.update(quantized=True, max_abs_error=float(err.max()), mean_abs_error=float(err.mean()))
+        else:
+            table = PublishedTable(compact, remap=remap, name=name)
+        entry["bytes_published"] = table.num_bytes()
+        _replace_table(layer, name, table)
+        report[name] = entry
+    return report
+
+
+def tables_summary(report: Dict[str, dict]) -> dict:
+    """Totals over tables: bytes before/after, their ratio, rows kept."""
+    before = sum(t["bytes_fp32"] for t in report.values())
+    after = sum(t["bytes_published"] for t in report.values())
+    rows = sum(t["rows"] for t in report.values())
+    kept = sum(t["rows_kept"] for t in report.values())
+    return {"embedding_bytes_fp32": int(before), "embedding_bytes_published": int(after),
+            "embedding_compression": float(before / after) if after else None,
+            "rows": int(rows), "rows_kept": int(kept)}
+
+
+def variables_bytes(saved_model_dir: str) -> int:
+    """Bytes of a SavedModel's `variables/` (what TF Serving reads into memory)."""
+    total = 0
+    for path in tf.io.gfile.glob(os.path.join(saved_model_dir, "variables", "*")):
+        total += tf.io.gfile.stat(path).length
+    return int(total)

@@ -1,0 +1,80 @@
+"""NE loss against pruned fraction: the trained ranker vs its published rewrites.
+
+For each criterion c and fraction f, the tables are rewritten (rewrite.publish_tables,
+quantized as configured) on a copy of the trained Keras ranker, and both score the same
+transformed eval rows:
+
+    NE loss(c, f) = (NE_pub(c, f) − NE_trained) / NE_trained,
+    AUC drop(c, f) = AUC_trained − AUC_pub(c, f)             (click)
+
+In memory (no SavedModel round trip), so the Publisher's report and the benchmark can
+draw the curve cheaply; the published version itself is verified from its SavedModel.
+"""
+from typing import Dict, List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from models import features as F
+from models.evaluation import metrics
+from models.publishing import rewrite
+from models.publishing.config import PublishConfig
+
+BATCH = 2048
+
+
+def transformed_eval(tf_transform_output, serialized: List[bytes], history_length: int, input_names) -> dict:
+    """Raw serialized tf.Examples -> the model's transformed inputs (numpy)."""
+    spec = F.raw_feature_spec(history_length)
+    layer = tf_transform_output.transform_features_layer()
+    parts = {k: [] for k in input_names}
+    for i in range(0, len(serialized), BATCH):
+        raw = tf.io.parse_example(tf.constant(serialized[i:i + BATCH]),
+                                  {k: spec[k] for k in F.SERVING_RAW_FEATURES})
+        out = layer(raw)
+        for k in input_names:
+            parts[k].append(out[k].numpy())
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def predict(model, x: dict, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
+    n = len(next(iter(x.values())))
+    got = {k: [] for k in outputs}
+    for i in range(0, n, BATCH):
+        out = model({k: v[i:i + BATCH] for k, v in x.items()}, training=False)
+        for k in outputs:
+            got[k].append(out[k].numpy().reshape(-1))
+    return {k: np.concatenate(v).astype(np.float64) for k, v in got.items()}
+
+
+def _copy(model):
+    import tf_keras as keras
+
+    clone = keras.models.clone_model(model)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+def prune_sweep(model, importance, config: PublishConfig, x: dict, click: np.ndarray, watch: np.ndarray,
+                fractions: Sequence[float], criteria: Sequence[str]) -> List[dict]:
+    """One row per (criterion, fraction): NE loss, AUC / XAUC drop, embedding bytes."""
+    base = predict(model, x)
+    ne0, auc0 = metrics.ne(click, base["click_prob"]), metrics.auc(click, base["click_prob"])
+    xauc0 = metrics.xauc(watch, base["watch_time_s"])
+    rows = []
+    snapshot = rewrite.snapshot_tables(model)
+    for criterion in criteria:
+        for fraction in fractions:
+            try:  # rewritten in place, then restored (a loaded model cannot be cloned)
+                tables = rewrite.publish_tables(model, importance, config.replace(
+                    prune_fraction=float(fraction) or None, prune_threshold=None, criterion=criterion))
+                pred = predict(model, x)
+            finally:
+                rewrite.restore_tables(model, snapshot)
+            ne = metrics.ne(click, pred["click_prob"])
+            rows.append({"criterion": criterion, "fraction": float(fraction), "quantized": config.quantize,
+                         "ne_loss": (ne - ne0) / ne0, "auc_drop": auc0 - metrics.auc(click, pred["click_prob"]),
+                         "xauc_drop": xauc0 - metrics.xauc(watch, pred["watch_time_s"]),
+                         "max_abs_delta_click_prob": float(np.abs(pred["click_prob"] - base["click_prob"]).max()),
+                         **rewrite.tables_summary(tables)})
+    return rows

@@ -1,0 +1,26 @@
+"""The verification gates and the automatic choice of the pruned fraction."""
+from components.publisher import verification
+from components.publisher.publish import choose_fraction
+from pipeline import configs
+
+
+def test_gates_name_what_failed_with_the_figures():
+    ok = {"ne_loss": 0.0004, "auc_drop": 0.001, "xauc_drop": -0.01}
+    assert verification.gate_failures(ok, 0.0005, 0.001, 0.001) == []
+    bad = {"ne_loss": 0.0012, "auc_drop": 0.0005, "xauc_drop": 0.002}
+    assert verification.gate_failures(bad, 0.0005, 0.001, 0.001) == [
+        "NE loss 0.1200 % > bound 0.0500 %", "watch XAUC drop 0.00200 > bound 0.00100"]
+    assert verification.gate_failures(dict(ok, ne_loss=float("nan")), 0.0005, 0.001, 0.001)  # NaN never passes
+    trained = {"ne": 0.8, "auc": 0.74, "xauc": 0.68, "mae": 20.0}
+    published = {"ne": 0.8004, "auc": 0.7395, "xauc": 0.68, "mae": 20.5}
+    d = verification.compare(trained, published)
+    assert abs(d["ne_loss"] - 0.0005) < 1e-12 and abs(d["auc_drop"] - 0.0005) < 1e-12 and d["mae_rise"] == 0.5
+
+
+def test_auto_prunes_the_largest_fraction_that_passes():
+    config = configs.publish_config(prune_fraction=0.5, criterion="opt_state", prune_auto=True)
+    rows = [{"criterion": c, "fraction": f, "ne_loss": loss, "auc_drop": 0.0, "xauc_drop": 0.0}
+            for c, f, loss in (("opt_state", 0.0, 0.0), ("opt_state", 0.25, 0.0002), ("opt_state", 0.5, 0.0009),
+                               ("opt_state", 0.75, 0.0001), ("l2_norm", 0.5, 0.0))]
+    assert choose_fraction(config, rows).prune_fraction == 0.25  # 0.5 fails, 0.75 > the configured max
+    assert choose_fraction(config, rows[:1] + rows[2:3]).prune_fraction is None  # int8 only

@@ -1,0 +1,104 @@
+"""Row importance from the optimizer slots, the published table lookup, and the Keras
+rewrite: 0 % pruning + no quantization gives exactly the trained predictions."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from models.publishing import row_importance, rewrite
+from models.publishing.published_table import PublishedTable
+from models.publishing.quantization import dequantize_rows, quantize_rows
+from models.rankers.registry import build_ranker
+from pipeline import configs
+from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes, trainer_config
+
+L = 4
+
+
+@pytest.fixture(scope="module")
+def ranker_and_batch():
+    vocab = small_vocab_sizes()
+    x, y = random_transformed(32, L, vocab, seed=1)
+    model = build_ranker(trainer_config("baseline", L), vocab)
+    return model, x, y
+
+
+def _fresh_copy(model):
+    clone = keras.models.clone_model(model)
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+def test_row_importance_reads_adam_v_and_adagrad_accumulator(ranker_and_batch):
+    model, x, y = ranker_and_batch
+    table = row_importance.feature_layer(model).tables["video_id"]
+    for optimizer, slot_attr in ((keras.optimizers.Adam(), "_velocities"),
+                                 (keras.optimizers.Adagrad(), "_accumulators")):
+        optimizer.build(model.trainable_variables)
+        slot = row_importance.second_moment_slot(optimizer, table)
+        assert slot is getattr(optimizer, slot_attr)[optimizer._index_dict[optimizer._var_key(table)]]
+        values = np.random.default_rng(0).random(slot.shape).astype(np.float32)
+        slot.assign(values)
+        model.optimizer = optimizer
+        got = row_importance.compute_row_importance(model, [(x, y)])
+        cols = got["tables"]["emb_video_id"]
+        np.testing.assert_allclose(cols["opt_state"], values.mean(axis=1), rtol=1e-6)
+        np.testing.assert_allclose(cols["l2_norm"], np.linalg.norm(table.numpy(), axis=1), rtol=1e-5)
+        # touches: target ids + unmasked history ids, brute force
+        ids = np.concatenate([x["video_id_xf"], x["hist_video_id_xf"][x["hist_mask_xf"] > 0]])
+        np.testing.assert_array_equal(cols["touch_count"], np.bincount(ids, minlength=table.shape[0]))
+    assert got["optimizer"] == "Adagrad:accumulator"
+
+
+def test_published_table_lookup_is_remap_then_dequantize():
+    rng = np.random.default_rng(0)
+    compact = rng.normal(0, 0.05, (5, 3)).astype(np.float32)
+    q, s, b = quantize_rows(compact)
+    remap = np.array([0, 4, 1, 4, 2, 3, 4], np.uint16)
+    table = PublishedTable(q, s, b, remap=remap, name="t")
+    ids = tf.constant([[0, 1], [5, 6]], tf.int64)
+    want = dequantize_rows(q, s, b)[remap[ids.numpy()]]
+    np.testing.assert_array_equal(tf.nn.embedding_lookup(table, ids).numpy(), want)
+    assert table.num_bytes() == 5 * 3 + 5 * 2 * 2 + 7 * 2
+
+
+def test_no_pruning_no_quantization_is_exact_and_int8_is_close(ranker_and_batch):
+    model, x, _ = ranker_and_batch
+    want = {k: v.numpy() for k, v in model(x).items()}
+    exact = _fresh_copy(model)
+    config = configs.publish_config(prune_fraction=None, quantize=False)
+    rewrite.publish_tables(exact, None, config)
+    assert all(isinstance(t, PublishedTable) for t in row_importance.feature_layer(exact).tables.values())
+    got = {k: v.numpy() for k, v in exact(x).items()}
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    published = _fresh_copy(model)
+    report = rewrite.publish_tables(published, None, configs.publish_config(
+        prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4))
+    names = {w.name for w in published.weights}
+    assert not any("emb_" in n for n in names), "fp32 tables must leave the published model"
+    summary = rewrite.tables_summary(report)
+    # per table: 14 rows of width 4 -> 7 kept: uint8 rows + fp16 scale/bias + uint16 remap
+    n = len(report)
+    assert summary["rows"] == 14 * n and summary["rows_kept"] == 7 * n
+    assert summary["embedding_bytes_fp32"] == n * 14 * 4 * 4
+    assert summary["embedding_bytes_published"] == n * (7 * (4 + 4) + 14 * 2)
+    got = published(x)["click_prob"].numpy()
+    assert np.all(np.isfinite(got)) and np.abs(got - want["click_prob"]).max() < 0.05
+
+
+def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batch):
+    from models.publishing import sweep
+
+    model, x, y = ranker_and_batch
+    want = model(x)["click_prob"].numpy()
+    weights_before = len(model.weights)
+    click = (np.arange(32) % 2).astype(np.float64)
+    watch = np.arange(32, dtype=np.float64)
+    rows = sweep.prune_sweep(model, None, configs.publish_config(quantize=False), x, click, watch,
+                             [0.0, 0.5], ["l2_norm"])
+    assert [r["fraction"] for r in rows] == [0.0, 0.5]
+    assert rows[0]["ne_loss"] == 0 and rows[0]["max_abs_delta_click_prob"] == 0  # fp32, nothing pruned
+    assert rows[1]["rows_kept"] < rows[1]["rows"]
+    np.testing.assert_array_equal(model(x)["click_prob"].numpy(), want)  # the trained tables are back
+    assert len(model.weights) == weights_before
