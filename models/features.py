@@ -91,6 +91,18 @@ SERVING_RAW_FEATURES = (ID_FEATURES + STRING_FEATURES + NUMERIC_FEATURES
                         + HISTORY_FEATURES + [HISTORY_LEN_FEATURE])
 
 
+# serving_rank (one request = one user and N candidate videos): the user's side is sent
+# once with batch 1 and broadcast to the N candidates inside the graph. User side = the
+# user profile (user_features file), the request context (tab, hour) and the history
+# (its time gaps are measured to the request time, the same for every candidate).
+USER_CONTEXT_FEATURES = (["user_id", "tab", "hour"] + [f"onehot_feat{i}" for i in range(18)]
+                         + ["user_active_degree", "follow_user_num", "fans_user_num",
+                            "friend_user_num", "register_days", "is_lowactive_period",
+                            "is_live_streamer", "is_video_author"]
+                         + HISTORY_FEATURES + [HISTORY_LEN_FEATURE])
+CANDIDATE_FEATURES = [k for k in SERVING_RAW_FEATURES if k not in USER_CONTEXT_FEATURES]
+
+
 def transformed_name(key: str) -> str:
     """Name of a feature after Transform (the TFX template's `_xf` suffix)."""
     return key + "_xf"

@@ -13,8 +13,9 @@ import signal
 import sys
 import threading
 
+from serving.config import ServingConfig
 from serving.http_server import make_server
-from serving.model_manager import DEFAULT_POLL_WAIT_SECONDS, read_model_config
+from serving.model_config import read_model_config
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,26 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", "--rest_api_port", dest="port", type=int, default=8501,
                    help="REST port (0 = any free port)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 for all)")
+    d = ServingConfig()  # TF Serving's flag defaults
     p.add_argument("--file_system_poll_wait_seconds", type=float,
-                   default=DEFAULT_POLL_WAIT_SECONDS,
+                   default=d.file_system_poll_wait_seconds,
                    help="seconds between scans for new versions (<= 0: never rescan)")
+    p.add_argument("--model_config_file_poll_wait_seconds", type=float,
+                   default=d.model_config_file_poll_wait_seconds,
+                   help="seconds between re-reads of --model_config_file (0: read once)")
+    p.add_argument("--max_num_load_retries", type=int, default=d.max_num_load_retries)
+    p.add_argument("--load_retry_interval_micros", type=int,
+                   default=int(d.load_retry_interval_seconds * 1e6))
+    p.add_argument("--enable_model_warmup", type=lambda v: v.lower() in ("1", "true"),
+                   default=d.enable_model_warmup)
+    p.add_argument("--num_request_iterations_for_warmup", type=int,
+                   default=d.num_request_iterations_for_warmup)
+    p.add_argument("--rest_api_timeout_in_ms", type=int,
+                   default=int(d.read_timeout_seconds * 1000),
+                   help="socket read timeout of a request (ms)")
+    p.add_argument("--allow_version_labels_for_unavailable_models",
+                   type=lambda v: v.lower() in ("1", "true"),
+                   default=d.allow_version_labels_for_unavailable_models)
     p.add_argument("--verbose", action="store_true", help="log every request")
     return p
 
@@ -56,7 +74,18 @@ def main(argv=None) -> int:
             print(f"error: model base path of '{name}' does not exist: {base}",
                   file=sys.stderr)
             return 2
-    server = make_server(models, args.port, args.host, args.file_system_poll_wait_seconds)
+    config = ServingConfig(
+        file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+        model_config_file_poll_wait_seconds=args.model_config_file_poll_wait_seconds,
+        max_num_load_retries=args.max_num_load_retries,
+        load_retry_interval_seconds=args.load_retry_interval_micros / 1e6,
+        enable_model_warmup=args.enable_model_warmup,
+        num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
+        read_timeout_seconds=args.rest_api_timeout_in_ms / 1000,
+        allow_version_labels_for_unavailable_models=(
+            args.allow_version_labels_for_unavailable_models))
+    server = make_server(models, args.port, args.host, config=config,
+                         model_config_file=args.model_config_file)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -1,14 +1,22 @@
 """REST client for TF Serving and the embedded server (`python -m serving`).
 
     from serving import client
+    # one user x N candidates (serving_rank, TF Serving's columnar form)
+    out = client.rank("http://127.0.0.1:8501", "watchtime_ranker", user_features,
+                      candidate_features)          # -> {"click_prob": [[..], ...], ...}
+    # rows (serving_default)
     instances = client.examples_to_instances(serialized_examples, SERVING_RAW_FEATURES)
     preds = client.predict("http://127.0.0.1:8501", "watchtime_ranker", instances)
-    # -> [{"click_prob": [0.41], "watch_time_s": [6.3]}, ...], one per instance
 
-`predict` itself does not import TensorFlow; `examples_to_instances` does (to parse
-tf.Examples).
+Every call has a timeout and retries, with exponential backoff, on connection errors
+and 503 (no version AVAILABLE yet, e.g. during startup) — never on 4xx, which
+`ServingError` reports with the server's own error text. gRPC: use
+``tensorflow_serving.apis.prediction_service_pb2_grpc`` with the same signatures.
+`predict` itself does not import TensorFlow; `examples_to_instances` does.
 """
 import base64
+import json
+import threading
 import time
 from typing import Dict, Iterable, List, Optional, Sequence
 
@@ -38,11 +46,34 @@ def _model_url(url_base: str, model_name: str, version: Optional[int] = None) ->
     return url if version is None else f"{url}/versions/{int(version)}"
 
 
-def _call(method: str, url: str, timeout: float, json_body=None) -> dict:
-    try:
-        resp = requests.request(method, url, json=json_body, timeout=timeout)
-    except requests.RequestException as e:
-        raise ServingError(None, f"cannot reach the server: {e}", url) from e
+RETRY_STATUSES = (503,)
+_session = threading.local()
+
+
+def _http() -> requests.Session:  # one keep-alive session per thread
+    if not hasattr(_session, "s"):
+        _session.s = requests.Session()
+    return _session.s
+
+
+def _call(method: str, url: str, timeout: float, json_body=None, retries: int = 3,
+          backoff: float = 0.2) -> dict:
+    """One request with up to `retries` retries (backoff, 2x backoff, ...) on connection
+    errors and 503; raises ServingError carrying the server's error text."""
+    data = None if json_body is None else json.dumps(json_body)
+    headers = {"Content-Type": "application/json"}
+    for attempt in range(retries + 1):
+        try:
+            resp = _http().request(method, url, data=data, headers=headers, timeout=timeout)
+        except requests.RequestException as e:
+            if attempt < retries:
+                time.sleep(backoff * 2 ** attempt)
+                continue
+            raise ServingError(None, f"cannot reach the server: {e}", url) from e
+        if resp.status_code in RETRY_STATUSES and attempt < retries:
+            time.sleep(backoff * 2 ** attempt)
+            continue
+        break
     try:
         payload = resp.json()
     except ValueError:
@@ -58,7 +89,7 @@ def _call(method: str, url: str, timeout: float, json_body=None) -> dict:
 
 
 def predict(url_base: str, model_name: str, instances: Sequence, signature_name: Optional[str] = None,
-            timeout: float = 30, version: Optional[int] = None) -> list:
+            timeout: float = 30, version: Optional[int] = None, retries: int = 3) -> list:
     """Row-format :predict. Returns `predictions`, one entry per instance.
 
     Each entry is {output_name: value} or, for a single-output signature, the bare
@@ -69,7 +100,7 @@ def predict(url_base: str, model_name: str, instances: Sequence, signature_name:
     if signature_name:
         body["signature_name"] = signature_name
     url = _model_url(url_base, model_name, version) + ":predict"
-    reply = _call("POST", url, timeout, body)
+    reply = _call("POST", url, timeout, body, retries=retries)
     if "predictions" not in reply:
         raise ServingError(200, f"reply has no 'predictions': {str(reply)[:200]}", url)
     return reply["predictions"]
@@ -84,6 +115,25 @@ def predict_columns(url_base: str, model_name: str, inputs: Dict[str, list],
         body["signature_name"] = signature_name
     url = _model_url(url_base, model_name, version) + ":predict"
     return _call("POST", url, timeout, body)["outputs"]
+
+
+def rank(url_base: str, model_name: str, user: Dict[str, object],
+         candidates: Dict[str, list], timeout: float = 30, version: Optional[int] = None,
+         signature_name: str = "serving_rank", retries: int = 3) -> dict:
+    """One user x N candidates with the `serving_rank` signature.
+
+    `user`: {feature: value} for the user-side features (sent with batch 1);
+    `candidates`: {feature: [value per candidate]}. Returns {output: [[v], ...]} with
+    one row per candidate, in order.
+    """
+    inputs = {k: [v] for k, v in user.items()}
+    inputs.update(candidates)
+    url = _model_url(url_base, model_name, version) + ":predict"
+    reply = _call("POST", url, timeout, {"signature_name": signature_name, "inputs": inputs},
+                  retries=retries)
+    if "outputs" not in reply:
+        raise ServingError(200, f"reply has no 'outputs': {str(reply)[:200]}", url)
+    return reply["outputs"]
 
 
 def model_status(url_base: str, model_name: str, timeout: float = 10) -> dict:

@@ -1,39 +1,38 @@
-"""Model versions for the embedded server: discovery, loading, swapping and status.
+"""Version lifecycle of one model: discover, load + warm up, swap, unload, retry, status.
 
-A model lives under ``<model_base_path>/<version>/`` (TF Serving's layout). The
-newest integer-named directory that holds a ``saved_model.pb`` is served (TF
-Serving's "latest" version policy). A `ModelManager` loads it, and its poller thread
-rescans every ``file_system_poll_wait_seconds`` and loads a newer version in the
-background; the swap is atomic under a lock, so requests in flight finish on the
-version they started with. Non-numeric names (``.tmp-3``, ``3.partial``) are
-ignored: an atomic publisher writes to such a temp dir and renames it when complete.
-A version that fails to load is reported in the status; the old one keeps serving.
+Follows TF Serving's ``AspiredVersionsManager`` with the availability-preserving policy
+(``core/availability_preserving_policy.cc``, ``core/aspired_versions_manager.cc``):
 
-`read_model_config` reads TF Serving's ``--model_config_file`` into
-``{model_name: model_base_path}``.
+1. every ``file_system_poll_wait_seconds`` the aspired versions are the integer-named
+   dirs under the base path picked by the version policy (``latest {num_versions}``,
+   ``all``, ``specific {versions}``; ``config/model_server_config.proto``);
+2. an aspired version not loaded is loaded **and warmed up** (`serving.servable`) in
+   the poller thread while the old one keeps serving, then swapped in atomically under
+   a lock (requests in flight keep the object they started with);
+3. a version that is no longer aspired is unloaded once an aspired version is
+   AVAILABLE, or at once when no version is aspired any more (every dir removed: the
+   model becomes unavailable instead of serving from memory);
+4. a failed load is retried ``max_num_load_retries`` times ``load_retry_interval``
+   apart (``core/loader_harness.cc`` RetryWithBackoff; e.g. ``saved_model.pb`` copied
+   before ``variables/``), then the version is END with its error and not retried until
+   its dir is removed and re-added; a version rewritten in place is never reloaded.
 
-Nothing here knows about HTTP: lookups that cannot be served raise
-`ServableNotFoundError` / `ServableUnavailableError`, which `serving.rest_api` turns
-into 404 / 503 replies.
+States in `version_status` are TF Serving's (``get_model_status_impl.cc``): LOADING
+while a load is pending or being retried, AVAILABLE, END (unloaded: OK; failed: the
+error), newest first. Nothing here knows about HTTP: lookups that cannot be served
+raise `ServableNotFoundError` / `ServableUnavailableError` / `LabelError`.
 """
+import logging
 import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # DESIGN.md: Keras 2 only
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import logging  # noqa: E402
-import re  # noqa: E402
-import threading  # noqa: E402
-from typing import Dict, List, Optional, Tuple  # noqa: E402
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from serving.config import ServingConfig
+from serving.servable import ServedVersion, list_versions
 
 log = logging.getLogger(__name__)
-
-DEFAULT_POLL_WAIT_SECONDS = 1.0  # TF Serving's --file_system_poll_wait_seconds default
-_SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
-_VERSION_DIR = re.compile(r"^[0-9]+$")
 
 
 class ServableError(Exception):
@@ -45,150 +44,151 @@ class ServableError(Exception):
 
 
 class ServableNotFoundError(ServableError):
-    """No such version (or no version at all) of the model: TF Serving's NOT_FOUND."""
+    """No such model / version: TF Serving's NOT_FOUND (404)."""
 
 
 class ServableUnavailableError(ServableError):
-    """The model has no loaded version yet: TF Serving's UNAVAILABLE."""
+    """The model has no AVAILABLE version (yet, or any more): 503, retry later."""
 
 
-# --------------------------------------------------------------------------- versions
-def _saved_model_file(path: str) -> Optional[str]:
-    for name in _SAVED_MODEL_FILES:
-        f = os.path.join(path, name)
-        if os.path.isfile(f):
-            return f
-    return None
+class LabelError(ServableError):
+    """An unknown version label: TF Serving's INVALID_ARGUMENT (400)."""
 
 
-def list_versions(model_base_path: str) -> List[int]:
-    """Complete version dirs under `model_base_path`, ascending.
+@dataclass(frozen=True)
+class VersionPolicy:
+    """``latest {num_versions}`` | ``all {}`` | ``specific {versions}``."""
+    kind: str = "latest"
+    num_versions: int = 1
+    versions: Tuple[int, ...] = ()
 
-    A version dir has an integer name and holds a SavedModel; temp dirs of an atomic
-    publisher (any non-integer name) and half-written dirs are skipped.
-    """
-    try:
-        names = os.listdir(model_base_path)
-    except FileNotFoundError:
-        return []
-    versions = []
-    for name in names:
-        path = os.path.join(model_base_path, name)
-        if _VERSION_DIR.match(name) and os.path.isdir(path) and _saved_model_file(path):
-            versions.append(int(name))
-    return sorted(versions)
+    def aspired(self, on_disk: List[int]) -> List[int]:
+        if self.kind == "all":
+            return list(on_disk)
+        if self.kind == "specific":
+            return [v for v in on_disk if v in self.versions]
+        return list(on_disk[-max(1, self.num_versions):]) if on_disk else []
 
 
-def read_signature_defs(path: str) -> dict:
-    """SignatureDefs of a SavedModel as TF Serving prints them in /metadata."""
-    from google.protobuf import json_format, text_format
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    sm = saved_model_pb2.SavedModel()
-    f = _saved_model_file(path)
-    with open(f, "rb") as fh:
-        data = fh.read()
-    if f.endswith(".pbtxt"):
-        text_format.Parse(data.decode("utf-8"), sm)
-    else:
-        sm.ParseFromString(data)
-    meta_graph = sm.meta_graphs[0]
-    out = {}
-    for name, sig in meta_graph.signature_def.items():
-        out[name] = json_format.MessageToDict(
-            sig, including_default_value_fields=True, preserving_proto_field_name=True)
-    return out
+@dataclass
+class _Failure:
+    attempts: int
+    next_try: float
+    error: str
+    final: bool = False
 
 
-class Signature:
-    """One serving signature: its concrete function and input/output specs."""
-
-    def __init__(self, name: str, fn):
-        self.name = name
-        self.fn = fn
-        _, kwargs = fn.structured_input_signature
-        self.inputs: Dict[str, tf.TypeSpec] = dict(sorted(kwargs.items()))
-        outputs = fn.structured_outputs
-        if not isinstance(outputs, dict):
-            outputs = {"output_0": outputs}
-        self.outputs = dict(sorted(outputs.items()))
-
-    def __call__(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        tensors = {k: tf.constant(v, dtype=self.inputs[k].dtype) for k, v in feed.items()}
-        result = self.fn(**tensors)
-        if not isinstance(result, dict):
-            result = {"output_0": result}
-        return {k: v.numpy() for k, v in result.items()}
-
-
-class ServedVersion:
-    """A loaded SavedModel version."""
-
-    def __init__(self, version: int, path: str):
-        self.version = version
-        self.path = path
-        self.model = tf.saved_model.load(path)
-        self.signatures = {name: Signature(name, fn)
-                           for name, fn in self.model.signatures.items()}
-        if not self.signatures:
-            raise ValueError(f"SavedModel at {path} has no serving signatures")
-        self.signature_defs = read_signature_defs(path)
+@dataclass
+class ModelSpec:
+    """One ``model_config_list`` entry."""
+    name: str
+    base_path: str
+    policy: VersionPolicy = field(default_factory=VersionPolicy)
+    labels: Dict[str, int] = field(default_factory=dict)
 
 
 class ModelManager:
-    """Serves the newest version of one model and polls its base path for new ones."""
+    """Serves the aspired versions of one model and polls its base path for changes."""
 
     def __init__(self, model_name: str, model_base_path: str,
-                 poll_wait_seconds: float = DEFAULT_POLL_WAIT_SECONDS):
+                 poll_wait_seconds: Optional[float] = None,
+                 config: Optional[ServingConfig] = None,
+                 policy: Optional[VersionPolicy] = None,
+                 labels: Optional[Dict[str, int]] = None, metrics=None):
+        self.config = config or ServingConfig()
+        if poll_wait_seconds is not None:
+            self.config = self.config.replace(file_system_poll_wait_seconds=poll_wait_seconds)
         self.model_name = model_name
         self.model_base_path = os.path.abspath(model_base_path)
-        self.poll_wait_seconds = poll_wait_seconds
-        self._lock = threading.Lock()        # guards _current and _failed (the swap)
-        self._load_lock = threading.Lock()   # one load at a time
-        self._current: Optional[ServedVersion] = None
-        self._failed: Dict[int, Tuple[float, str]] = {}  # version -> (mtime, error)
+        self.policy = policy or VersionPolicy()
+        self.labels: Dict[str, int] = dict(labels or {})
+        self.metrics = metrics
+        self._lock = threading.Lock()        # guards _available, _ended, _failed
+        self._load_lock = threading.Lock()   # one poll (load/unload) at a time
+        self._available: Dict[int, ServedVersion] = {}
+        self._ended: Dict[int, str] = {}     # version -> "" (unloaded) or load error
+        self._failed: Dict[int, _Failure] = {}
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
     @property
+    def poll_wait_seconds(self) -> float:
+        return self.config.file_system_poll_wait_seconds
+
+    @property
     def current(self) -> Optional[ServedVersion]:
+        """The newest AVAILABLE version (what a request without version gets)."""
         with self._lock:
-            return self._current
+            return self._available[max(self._available)] if self._available else None
 
+    def available_versions(self) -> List[int]:
+        with self._lock:
+            return sorted(self._available)
+
+    # ------------------------------------------------------------------ lifecycle
     def poll(self) -> bool:
-        """Load the newest complete version if it is not the one served. True if swapped.
-
-        Like TF Serving's latest-1 policy, a removed newest version rolls back to the
-        next newest. A version that fails to load is reported in the status and not
-        retried until its saved_model file changes; the old version keeps serving.
-        """
+        """One pass of load / unload towards the aspired versions. True if anything
+        was swapped in or out."""
         with self._load_lock:
-            versions = list_versions(self.model_base_path)
-            if not versions:
-                return False
-            target = versions[-1]
-            current = self.current
-            if current is not None and current.version == target:
-                return False
-            path = os.path.join(self.model_base_path, str(target))
-            mtime = os.path.getmtime(_saved_model_file(path))
+            on_disk = list_versions(self.model_base_path)
+            aspired = self.policy.aspired(on_disk)
             with self._lock:
-                failed = self._failed.get(target)
-            if failed is not None and failed[0] == mtime:
-                return False
-            log.info("loading model %r version %d from %s", self.model_name, target, path)
-            try:
-                loaded = ServedVersion(target, path)
-            except Exception as e:  # keep serving the old version
-                log.error("failed to load model %r version %d: %s", self.model_name, target, e)
-                with self._lock:
-                    self._failed[target] = (mtime, f"{type(e).__name__}: {e}")
-                return False
+                for v in list(self._failed):  # a removed dir clears its failure
+                    if v not in on_disk:
+                        del self._failed[v]
+                loaded = set(self._available)
+            changed = False
+            for v in sorted(set(aspired) - loaded, reverse=True):  # newest first
+                changed |= self._try_load(v)
             with self._lock:
-                self._current = loaded
-                self._failed.pop(target, None)
-            log.info("serving model %r version %d", self.model_name, target)
-            return True
+                ready = [v for v in aspired if v in self._available]
+                gone = [v for v in self._available
+                        if v not in aspired and (ready or not aspired)]
+                for v in gone:
+                    del self._available[v]
+                    self._ended[v] = ""
+            for v in gone:
+                log.info("unloaded model %r version %d", self.model_name, v)
+                changed = True
+            return changed
+
+    def _try_load(self, version: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            failure = self._failed.get(version)
+        if failure is not None and (failure.final or now < failure.next_try):
+            return False
+        path = os.path.join(self.model_base_path, str(version))
+        log.info("loading model %r version %d from %s", self.model_name, version, path)
+        start = time.perf_counter()
+        try:
+            loaded = ServedVersion(version, path, self.config.num_request_iterations_for_warmup,
+                                   self.config.enable_model_warmup)
+        except Exception as e:  # keep serving what we have; retry later
+            attempts = 1 + (failure.attempts if failure else 0)
+            final = attempts > self.config.max_num_load_retries
+            error = f"{type(e).__name__}: {e}".strip()
+            with self._lock:
+                self._failed[version] = _Failure(
+                    attempts, time.monotonic() + self.config.load_retry_interval_seconds,
+                    error, final)
+                if final:
+                    self._ended[version] = error
+            log.error("failed to load model %r version %d (attempt %d%s): %s",
+                      self.model_name, version, attempts, ", giving up" if final else "", e)
+            if self.metrics is not None:
+                self.metrics.observe_load(self.model_name, ok=False)
+            return False
+        with self._lock:
+            self._available[version] = loaded
+            self._failed.pop(version, None)
+            self._ended.pop(version, None)
+        if self.metrics is not None:
+            self.metrics.observe_load(self.model_name, ok=True,
+                                      seconds=time.perf_counter() - start)
+        log.info("serving model %r version %d (%d warmup records)", self.model_name,
+                 version, loaded.warmup_records)
+        return True
 
     def start_polling(self) -> None:
         if self.poll_wait_seconds <= 0 or self._thread is not None:
@@ -198,6 +198,8 @@ class ModelManager:
         self._thread.start()
 
     def _poll_loop(self) -> None:
+        # No lower OS priority for this thread: it holds the GIL while loading, and a
+        # descheduled GIL holder would stall every request thread (priority inversion).
         while not self._stop.wait(self.poll_wait_seconds):
             try:
                 self.poll()
@@ -209,63 +211,49 @@ class ModelManager:
         if self._thread is not None:
             self._thread.join(timeout=60)
 
+    # ------------------------------------------------------------------ lookups
     def version_status(self, version: Optional[int] = None) -> dict:
-        """TF Serving's GetModelStatus reply: the served version, then failed ones."""
+        """TF Serving's GetModelStatus reply, newest version first."""
         with self._lock:
-            current, failed = self._current, dict(self._failed)
-        rows = []
-        if current is not None:
-            rows.append({"version": str(current.version), "state": "AVAILABLE",
-                         "status": {"error_code": "OK", "error_message": ""}})
-        for v, (_, err) in sorted(failed.items(), reverse=True):
-            rows.append({"version": str(v), "state": "END",
-                         "status": {"error_code": "UNKNOWN", "error_message": err}})
+            rows = {v: ("AVAILABLE", "") for v in self._available}
+            for v, f in self._failed.items():
+                if not f.final:
+                    rows.setdefault(v, ("LOADING", f.error))
+            for v, err in self._ended.items():
+                rows.setdefault(v, ("END", err))
+        out = [{"version": str(v), "state": state,
+                "status": {"error_code": "UNKNOWN" if err and state == "END" else "OK",
+                           "error_message": err}}
+               for v, (state, err) in sorted(rows.items(), reverse=True)]
         if version is not None:
-            rows = [r for r in rows if r["version"] == str(version)]
-            if not rows:
-                raise ServableNotFoundError(f"model '{self.model_name}' has no version "
-                                            f"{version}; {self._serving_note(current)}")
-        if not rows:
-            raise ServableNotFoundError(f"Could not find any versions of model "
-                                        f"'{self.model_name}' under {self.model_base_path}")
-        return {"model_version_status": rows}
+            out = [r for r in out if r["version"] == str(version)]
+            if not out:
+                raise ServableNotFoundError(
+                    f"Could not find version {version} of model {self.model_name}")
+        if not out:
+            raise ServableNotFoundError(
+                f"Could not find any versions of model {self.model_name}")
+        return {"model_version_status": out}
 
-    def _serving_note(self, current: Optional[ServedVersion]) -> str:
-        return (f"serving version {current.version}" if current is not None
-                else "no version is loaded yet")
+    def resolve_label(self, label: str) -> int:
+        if label not in self.labels:
+            raise LabelError(f"Unrecognized servable version label: {label}")
+        return self.labels[label]
 
-    def get(self, version: Optional[int] = None) -> ServedVersion:
-        """The served version (`version`, if given, must be it)."""
-        current = self.current
-        if current is None:
-            raise ServableUnavailableError(
-                f"model '{self.model_name}' has no loaded version yet (waiting for "
-                f"<version>/saved_model.pb under {self.model_base_path})")
-        if version is not None and version != current.version:
-            raise ServableNotFoundError(f"model '{self.model_name}' version {version} is "
-                                        f"not available; {self._serving_note(current)}")
-        return current
-
-
-def read_model_config(path: str) -> Dict[str, str]:
-    """TF Serving's --model_config_file (text ModelServerConfig) -> {name: base_path}."""
-    from google.protobuf import text_format
-    from tensorflow_serving.config import model_server_config_pb2
-
-    config = model_server_config_pb2.ModelServerConfig()
-    with open(path) as f:
-        text_format.Parse(f.read(), config)
-    out = {}
-    for c in config.model_config_list.config:
-        base = c.base_path
-        if not os.path.isabs(base):  # relative to the config file (TF Serving: cwd)
-            base = os.path.join(os.path.dirname(os.path.abspath(path)), base)
-        out[c.name] = base
-        policy = c.model_version_policy
-        if policy.WhichOneof("policy_choice") not in (None, "latest") or (
-                policy.HasField("latest") and policy.latest.num_versions > 1):
-            log.warning("model %r: only the 'latest 1' version policy is implemented; "
-                        "serving the newest version only", c.name)
-    if not out:
-        raise ValueError(f"{path} lists no models (model_config_list {{ config {{...}} }})")
-    return out
+    def get(self, version: Optional[int] = None, label: Optional[str] = None) -> ServedVersion:
+        """The newest AVAILABLE version, or the one `version` / `label` names."""
+        if label is not None:
+            version = self.resolve_label(label)
+        with self._lock:
+            available = dict(self._available)
+        if version is None:
+            if not available:
+                raise ServableUnavailableError(
+                    f"Servable not found for request: Latest({self.model_name}): model "
+                    f"'{self.model_name}' has no AVAILABLE version under "
+                    f"{self.model_base_path}")
+            return available[max(available)]
+        if version not in available:
+            raise ServableNotFoundError(
+                f"Servable not found for request: Specific({self.model_name}, {version})")
+        return available[version]

@@ -1,230 +1,71 @@
-"""The REST API of TF Serving (the subset we serve), independent of the socket server.
+"""TF Serving's REST API as a function: ``handle_request(core, method, path, body)``.
 
-- ``POST /v1/models/<name>[/versions/<v>]:predict`` with
-  ``{"signature_name": ..., "instances": [{feature: value, ...}, ...]}`` (row format,
-  reply ``{"predictions": [...]}``) or ``{"inputs": {feature: [...], ...}}`` (columnar
-  format, reply ``{"outputs": {...}}``). A signature with a single output gets bare
-  values instead of ``{output: value}`` objects, as in TF Serving. ``{"b64": "..."}``
-  is accepted for any ``tf.string`` input (e.g. serialized tf.Examples for the
-  ``serving_examples`` signature).
-- ``GET /v1/models/<name>[/versions/<v>]`` (version status) and
-  ``GET /v1/models/<name>[/versions/<v>]/metadata`` (signature defs, as TF Serving
-  prints them).
+Routes (``model_servers/http_rest_api_handler.cc``; case-insensitive, model names and
+labels percent-decoded):
 
-Requests are validated against the loaded SavedModel's signature (input names,
-dtypes, shapes), never against a hard-coded feature list; every refused request gets
-a 4xx ``{"error": "..."}`` naming the offending field. All instances of a request
-go through the model in one call.
+- ``POST /v1/models/<m>[/versions/<v> | /labels/<l>]:(predict|classify|regress)``
+- ``GET /v1/models/<m>[/versions/<v> | /labels/<l>][/metadata]`` (status, metadata)
+- ``GET /monitoring/prometheus/metrics`` (``--monitoring_config_file``; `serving.metrics`)
 
-`handle_request(managers, method, path, body)` is the whole API as a function: it
-routes a request to its `ModelManager` and returns ``(HTTP status, JSON body)``;
-`serving.http_server` only moves bytes. Parsing helpers: `parse_predict_request`,
-`format_predict_response`; JSON <-> tensor conversion lives in `serving.json_tensor`.
+Anything else under ``/v1/`` is 400 ``Malformed request: <METHOD> <path>`` (TF Serving's
+default status in ``ProcessRequest``), e.g. PUT/DELETE, GET on ``:predict``, a
+non-digit version, ``:PREDICT``; ``GET /v1/models`` is 400 ``Missing model name in
+request.``; a version that overflows int64 is 400 ``Failed to convert version: <v> to
+numeric.``. Paths outside ``/v1/`` are 404 (TF Serving: libevent's HTML 404; here JSON).
+Errors map to HTTP as in `serving.errors`; the predict body is `serving.predict_codec`.
+``:classify`` / ``:regress`` need a signature whose ``method_name`` is
+``tensorflow/serving/classify`` / ``regress`` (``servables/tensorflow/
+classifier.cc`` / ``regressor.cc``); otherwise 400 with TF Serving's message.
 """
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # DESIGN.md: Keras 2 only
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import json  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
+import time  # noqa: E402
 from http import HTTPStatus  # noqa: E402
-from typing import Dict, Optional, Tuple  # noqa: E402
+from typing import Optional, Tuple  # noqa: E402
+from urllib.parse import unquote  # noqa: E402
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from serving.json_tensor import (InputConverter, JsonTensorError, json_type,  # noqa: E402
-                                 shape_text, tensor_to_json)
-from serving.model_manager import (ModelManager, ServableError,  # noqa: E402
-                                   ServableUnavailableError, ServedVersion, Signature)
+from serving.errors import RawReply, RequestError  # noqa: E402,F401  (re-exported)
+from serving.examples_api import classify_or_regress  # noqa: E402
+from serving.model_manager import (LabelError, ModelManager, ServableError,  # noqa: E402
+                                   ServableUnavailableError, ServedVersion)
+from serving.predict_codec import (format_predict_response,  # noqa: E402,F401
+                                   parse_predict_request)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SIGNATURE = "serving_default"
+METRICS_PATH = "/monitoring/prometheus/metrics"  # TF Serving's documented default
+_V1 = re.compile(r"(?i)/v1/.*")
+# RE2 \d is ASCII only: [0-9] keeps a non-ASCII digit out of the version (-> 400)
+_POST = re.compile(r"(?i)/v1/models/([^/:]+)(?:(?:/versions/([0-9]+))|(?:/labels/([^/:]+)))?"
+                   r":(classify|regress|predict)")
+_GET = re.compile(r"(?i)/v1/models(?:/([^/:]+))?(?:(?:/versions/([0-9]+))|"
+                  r"(?:/labels/([^/:]+)))?(?:/(metadata))?")
+_INT64_MAX = 2 ** 63 - 1
 
 
-class RequestError(Exception):
-    """A refused request: becomes HTTP `status` with body {"error": message}."""
-
-    def __init__(self, message: str, status: int = HTTPStatus.BAD_REQUEST):
-        super().__init__(message)
-        self.message = message
-        self.status = int(status)
-
-
-# --------------------------------------------------------------------------- requests
-def parse_predict_request(body: bytes, signatures: Dict[str, Signature]):
-    """Validates a :predict body. Returns (signature, feed dict, row_format, batch)."""
-    try:
-        request = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RequestError(f"request body is not valid JSON: {e}")
-    if not isinstance(request, dict):
-        raise RequestError(f"request body must be a JSON object, got {json_type(request)}")
-    unknown = sorted(set(request) - {"signature_name", "instances", "inputs"})
-    if unknown:
-        raise RequestError(f"unknown request field '{unknown[0]}'; expected 'instances' or "
-                           "'inputs' and optionally 'signature_name'")
-    sig_name = request.get("signature_name", DEFAULT_SIGNATURE)
-    if not isinstance(sig_name, str):
-        raise RequestError("'signature_name' must be a string")
-    if sig_name not in signatures:
-        raise RequestError(f"unknown signature_name '{sig_name}'; the model has: "
-                           f"{sorted(signatures)}")
-    sig = signatures[sig_name]
-    if ("instances" in request) == ("inputs" in request):
-        raise RequestError("request needs exactly one of 'instances' (row format) or "
-                           "'inputs' (columnar format)")
-    try:
-        if "instances" in request:
-            feed, batch = _parse_instances(request["instances"], sig)
-            return sig, feed, True, batch
-        feed, batch = _parse_inputs(request["inputs"], sig)
-        return sig, feed, False, batch
-    except JsonTensorError as e:  # a value that does not fit its input: 400
-        raise RequestError(e.message) from None
-
-
-def _check_names(names, sig: Signature, where: str):
-    expected = set(sig.inputs)
-    unknown = sorted(set(names) - expected)
-    if unknown:
-        raise RequestError(f"unknown input '{unknown[0]}' in {where}; signature "
-                           f"'{sig.name}' takes: {sorted(expected)}")
-    missing = sorted(expected - set(names))
-    if missing:
-        raise RequestError(f"missing input '{missing[0]}' in {where} (signature "
-                           f"'{sig.name}' needs {len(expected)} inputs; missing: {missing})")
-
-
-def _parse_instances(instances, sig: Signature):
-    if not isinstance(instances, list):
-        raise RequestError(f"'instances' must be a list, got {json_type(instances)}")
-    if not instances:
-        raise RequestError("'instances' is empty")
-    single = len(sig.inputs) == 1
-    only = next(iter(sig.inputs)) if single else None
-    named = isinstance(instances[0], dict) and not (
-        single and set(instances[0]) == {"b64"})
-    if not named and not single:
-        raise RequestError(f"instances[0] must be an object of named inputs (signature "
-                           f"'{sig.name}' takes {len(sig.inputs)} inputs), got "
-                           f"{json_type(instances[0])}")
-    if not named:  # single-input signature: each instance is the bare value
-        for i, inst in enumerate(instances):
-            if isinstance(inst, dict) and set(inst) != {"b64"}:
-                raise RequestError(f"inconsistent instance keys: instances[{i}] is an "
-                                   "object but instances[0] is a bare value of input "
-                                   f"'{only}'")
-        columns = {only: instances}
-    else:
-        keys0 = set(instances[0])
-        for i, inst in enumerate(instances):
-            if not isinstance(inst, dict):
-                raise RequestError(f"instances[{i}] must be an object of named inputs like "
-                                   f"instances[0], got {json_type(inst)}")
-            keys = set(inst)
-            unknown = sorted(keys - set(sig.inputs))
-            if unknown:
-                _check_names(keys, sig, f"instances[{i}]")
-            if i > 0 and keys != keys0:
-                lacks = sorted(keys0 - keys)
-                extra = sorted(keys - keys0)
-                if lacks:
-                    raise RequestError(f"inconsistent instance keys: instances[{i}] lacks "
-                                       f"'{lacks[0]}', which instances[0] has; every "
-                                       "instance needs the same inputs")
-                raise RequestError(f"inconsistent instance keys: instances[{i}] has "
-                                   f"'{extra[0]}', which instances[0] lacks; every "
-                                   "instance needs the same inputs")
-            if i == 0:
-                _check_names(keys, sig, "instances[0]")
-        columns = {k: [inst[k] for inst in instances] for k in sig.inputs}
-
-    def where_row(name):
-        def where(path):
-            tail = "".join(f"[{p}]" for p in path[1:])
-            return (f"instances[{path[0]}]" if not named
-                    else f"instances[{path[0]}]['{name}']") + tail
-        return where
-
-    feed = {}
-    for name, spec in sig.inputs.items():
-        conv = InputConverter(name, spec, where_row(name))
-        dims = spec.shape.as_list()[1:] if spec.shape.rank else []
-        if spec.shape.rank == 0:
-            raise RequestError(f"input '{name}' is a scalar without batch dimension; use "
-                               "the columnar 'inputs' format")
-        feed[name] = conv.to_array(columns[name], dims, lambda i: [i])
-    return feed, len(instances)
-
-
-def _parse_inputs(inputs, sig: Signature):
-    if not isinstance(inputs, dict) or (len(sig.inputs) == 1 and set(inputs) == {"b64"}):
-        if len(sig.inputs) != 1:
-            raise RequestError(f"'inputs' must be an object of named inputs (signature "
-                               f"'{sig.name}' takes {len(sig.inputs)} inputs)")
-        inputs = {next(iter(sig.inputs)): inputs}
-    _check_names(inputs.keys(), sig, "'inputs'")
-    feed, batch, batch_from = {}, None, None
-    for name, spec in sig.inputs.items():
-        value = inputs[name]
-
-        def where(path, name=name):
-            return f"inputs['{name}']" + "".join(f"[{p}]" for p in path)
-        conv = InputConverter(name, spec, where)
-        dims = spec.shape.as_list() if spec.shape.rank is not None else None
-        if dims is None:
-            raise RequestError(f"input '{name}' has unknown rank; not supported")
-        if not dims:
-            feed[name] = np.array(conv.scalar(value, []),
-                                  dtype=object if conv.kind == "string"
-                                  else spec.dtype.as_numpy_dtype)
-            continue
-        if not isinstance(value, list):
-            raise RequestError(f"input '{name}' at {where([])}: expected a list with a "
-                               f"batch dimension (signature shape "
-                               f"{shape_text(spec.shape)}), got {json_type(value)}")
-        if dims[0] is not None and len(value) != dims[0]:
-            raise RequestError(f"input '{name}': batch size {len(value)}, the signature "
-                               f"needs {dims[0]}")
-        if batch is None:
-            batch, batch_from = len(value), name
-        elif len(value) != batch:
-            raise RequestError(f"input '{name}' has batch size {len(value)} but "
-                               f"'{batch_from}' has {batch}; all inputs need the same "
-                               "batch size")
-        feed[name] = conv.to_array(value, dims[1:], lambda i: [i])
-    if batch == 0:
-        raise RequestError("'inputs' has batch size 0")
-    return feed, batch
-
-
-# --------------------------------------------------------------------------- responses
-def format_predict_response(outputs: Dict[str, np.ndarray], row_format: bool, batch: int):
-    names = sorted(outputs)
-    values = {k: tensor_to_json(k, outputs[k]) for k in names}
-    if not row_format:
-        return {"outputs": values[names[0]] if len(names) == 1 else values}
-    for k in names:
-        if outputs[k].ndim == 0 or outputs[k].shape[0] != batch:
-            raise RequestError(f"output '{k}' has shape {list(outputs[k].shape)}, whose "
-                               f"first dimension is not the batch size {batch}; use the "
-                               "columnar 'inputs' format", HTTPStatus.INTERNAL_SERVER_ERROR)
-    if len(names) == 1:
-        return {"predictions": values[names[0]]}
-    return {"predictions": [{k: values[k][i] for k in names} for i in range(batch)]}
+def _version(text: Optional[str]) -> Optional[int]:
+    if not text:
+        return None
+    v = int(text)
+    if v > _INT64_MAX:
+        raise RequestError(f"Failed to convert version: {text} to numeric.")
+    return v
 
 
 def predict(served: ServedVersion, body: bytes) -> dict:
     sig, feed, row_format, batch = parse_predict_request(body, served.signatures)
     try:
         outputs = sig(feed)
-    except tf.errors.InvalidArgumentError as e:  # e.g. an unparsable tf.Example
-        raise RequestError(f"signature '{sig.name}' rejected the input: "
-                           f"{_tf_error_text(e.message)}")
+    except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
+        text = getattr(e, "message", None) or str(e)
+        raise RequestError(f"signature '{sig.name}' rejected the input: {_tf_error_text(text)}")
     return format_predict_response(outputs, row_format, batch)
 
 
@@ -237,59 +78,75 @@ def _tf_error_text(message: str) -> str:
 
 
 def metadata(manager: ModelManager, served: ServedVersion) -> dict:
+    """GetModelMetadata (``get_model_metadata_impl.cc``): note the doubled key."""
     return {"model_spec": {"name": manager.model_name, "signature_name": "",
                            "version": str(served.version)},
             "metadata": {"signature_def": {"signature_def": served.signature_defs}}}
 
 
-# --------------------------------------------------------------------------- routing
-_ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
-                    r"(?:/versions/(?P<version>[^/:]+))?"
-                    r"(?P<suffix>/metadata|:[A-Za-z]+)?/?$")
+def route(core, method: str, path: str, body: Optional[bytes]):
+    """Dispatches one request; returns the JSON reply (dict) or a `RawReply`.
 
-
-def route(managers: Dict[str, ModelManager], method: str, path: str,
-          body: Optional[bytes]) -> dict:
-    """Dispatches one request to the model it names and returns the JSON reply.
-
-    Raises `RequestError` (or the manager's `ServableError`) for a refused request.
+    Raises `RequestError` (or a `ServableError`) for a refused request.
     """
     path = path.split("?", 1)[0]
-    m = _ROUTE.match(path)
-    if not m:
-        raise RequestError(f"unknown path '{path}'; expected /v1/models/<name>"
-                           "[/versions/<v>][/metadata|:predict]", HTTPStatus.NOT_FOUND)
-    name, version, suffix = m.group("name"), m.group("version"), m.group("suffix")
-    if name not in managers:
-        raise RequestError(f"unknown model '{name}'; this server serves: "
-                           f"{sorted(managers)}", HTTPStatus.NOT_FOUND)
-    manager = managers[name]
-    if version is not None:
-        if not version.isdigit():
-            raise RequestError(f"version '{version}' in the path is not an integer",
-                               HTTPStatus.NOT_FOUND)
-        version = int(version)
-    if method == "GET" and suffix is None:
-        return manager.version_status(version)
-    if method == "GET" and suffix == "/metadata":
+    if method == "GET" and path.lower() == METRICS_PATH:
+        return RawReply(core.metrics.render().encode(), "text/plain; version=0.0.4")
+    if not _V1.fullmatch(path):
+        raise RequestError(f"Not Found: {path} (the API is under /v1/models/<name>)",
+                           HTTPStatus.NOT_FOUND)
+    malformed = RequestError(f"Malformed request: {method} {path}")
+    m = _POST.fullmatch(path) if method == "POST" else None
+    if m:
+        name, version, label, verb = m.groups()
+        if verb not in ("predict", "classify", "regress"):
+            raise malformed  # ":PREDICT": the regex is case-insensitive, the verb is not
+        version = _version(version)
+        manager = core.manager(unquote(name))
+        served = manager.get(version, unquote(label) if label else None)
+        start = time.perf_counter()
+        ok = False
+        try:
+            if verb == "predict":
+                reply = predict(served, body)
+            else:
+                reply = classify_or_regress(served, verb, body)
+            ok = True
+            return reply
+        finally:
+            core.metrics.observe_request(manager.model_name, verb.lower(), ok,
+                                         time.perf_counter() - start)
+    m = _GET.fullmatch(path) if method == "GET" else None
+    if m:
+        name, version, label, sub = m.groups()
+        if not name:
+            raise RequestError("Missing model name in request.")
+        version = _version(version)
+        manager = core.manager(unquote(name))
+        if label:
+            version = manager.resolve_label(unquote(label))
+        if sub is None:
+            return manager.version_status(version)
+        if sub != "metadata":
+            raise malformed
         return metadata(manager, manager.get(version))
-    if method == "POST" and suffix == ":predict":
-        return predict(manager.get(version), body)
-    if suffix in (":classify", ":regress"):
-        raise RequestError(f"'{suffix[1:]}' is not supported; use ':predict'",
-                           HTTPStatus.NOT_IMPLEMENTED)
-    raise RequestError(f"{method} {path} is not supported", HTTPStatus.METHOD_NOT_ALLOWED)
+    raise malformed
 
 
 def error_reply(method: str, path: str, error: Exception) -> Tuple[int, dict]:
-    """(HTTP status, TF-Serving-style body {"error": message}) for a failed request.
+    """(HTTP status, ``{"error": message}``) for a failed request.
 
-    A model without a loaded version is 503, an unknown version 404, a refused request
-    its `RequestError.status`; anything else is a bug or a model failure: 500.
+    Unknown model/version 404, unknown label 400, a model without an AVAILABLE version
+    503 (TF Serving: 404 ``Servable not found``; 503 tells clients to retry), a refused
+    request its `RequestError.status`; anything else is a bug or a model failure: 500.
     """
     if isinstance(error, ServableError):
-        status = (HTTPStatus.SERVICE_UNAVAILABLE
-                  if isinstance(error, ServableUnavailableError) else HTTPStatus.NOT_FOUND)
+        if isinstance(error, ServableUnavailableError):
+            status = HTTPStatus.SERVICE_UNAVAILABLE
+        elif isinstance(error, LabelError):
+            status = HTTPStatus.BAD_REQUEST
+        else:
+            status = HTTPStatus.NOT_FOUND
         error = RequestError(error.message, status)
     if isinstance(error, RequestError):
         if error.status >= 500:
@@ -299,10 +156,32 @@ def error_reply(method: str, path: str, error: Exception) -> Tuple[int, dict]:
     return int(HTTPStatus.INTERNAL_SERVER_ERROR), {"error": f"{type(error).__name__}: {error}"}
 
 
-def handle_request(managers: Dict[str, ModelManager], method: str, path: str,
-                   body: Optional[bytes] = None) -> Tuple[int, dict]:
-    """One REST request -> (HTTP status, JSON reply body). Never raises."""
+def handle_request(core, method: str, path: str,
+                   body: Optional[bytes] = None) -> Tuple[int, object]:
+    """One REST request -> (HTTP status, reply body). Never raises.
+
+    `core` is a `serving.server_core.ServerCore` (or a plain {name: ModelManager}).
+    """
+    if isinstance(core, dict):
+        core = _DictCore(core)
     try:
-        return int(HTTPStatus.OK), route(managers, method, path, body)
+        return int(HTTPStatus.OK), route(core, method, path, body)
     except Exception as e:  # a refused request, a bug or a model failure; server stays up
         return error_reply(method, path, e)
+
+
+class _DictCore:
+    """{name: ModelManager} seen as a ServerCore (tests, embedding)."""
+
+    def __init__(self, managers):
+        from serving.metrics import Metrics
+
+        self.managers = managers
+        self.metrics = Metrics()
+
+    def manager(self, name: str) -> ModelManager:
+        from serving.model_manager import ServableNotFoundError
+
+        if name not in self.managers:
+            raise ServableNotFoundError(f"Servable not found for request: Latest({name})")
+        return self.managers[name]

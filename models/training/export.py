@@ -3,6 +3,11 @@
 - `serving_default`: raw features as named tensors (JSON-friendly; the history as
   fixed-length padded lists of length L), the REST clients' signature;
 - `serving_examples`: serialized tf.Examples (what TFMA feeds the Evaluator);
+- `serving_rank`: one user, N candidates. The user-side inputs
+  (`features.USER_CONTEXT_FEATURES`: profile, request context, history) have batch 1,
+  the candidate-side inputs (`features.CANDIDATE_FEATURES`) batch N; the user side is
+  repeated N times inside the graph, so outputs[i] = serving_default(user ⊕ candidate_i)
+  (REST: TF Serving's columnar `inputs` form, which allows different dimension 0);
 - `serving_dqc` (CQE head only): the raw named tensors plus `dqc_k` [B] (float, in
   [0, 1]): the DQC weight per request (dqc = k·t_low + (1 − k)·t_high). TF Serving
   signatures have no optional inputs, so `serving_default` uses the configured
@@ -56,9 +61,21 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     def serve_examples(serialized):
         return run(tf.io.parse_example(serialized, serving_spec))
 
+    user_side = set(F.USER_CONTEXT_FEATURES)
+    rank_signature = {
+        k: tf.TensorSpec([1 if k in user_side else None] + list(spec.shape), spec.dtype, name=k)
+        for k, spec in serving_spec.items()}
+    first_candidate = F.CANDIDATE_FEATURES[0]
+
+    @tf.function(input_signature=[rank_signature])
+    def serve_rank(request):
+        n = tf.shape(request[first_candidate])[0]
+        return run({k: tf.repeat(v, n, axis=0) if k in user_side else v for k, v in request.items()})
+
     signatures = {
         "serving_default": serve_raw.get_concrete_function(),
         "serving_examples": serve_examples.get_concrete_function(),
+        "serving_rank": serve_rank.get_concrete_function(),
     }
     if cqe_layer is not None:
         dqc_signature = dict(raw_signature, dqc_k=tf.TensorSpec([None], tf.float32, name="dqc_k"))

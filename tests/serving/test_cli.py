@@ -7,7 +7,7 @@ import pytest
 
 import serving
 from serving import cli
-from serving.model_manager import read_model_config
+from serving.model_config import read_model_config
 
 
 def test_cli_flags_and_model_config(tmp_path):

@@ -42,3 +42,29 @@ def test_examples_to_instances_round_trip(served):
         client.examples_to_instances(serialized, RAW_NAMES + ["tab"])
     with pytest.raises(ValueError, match="hist_video_id"):
         client.examples_to_instances(serialized, RAW_NAMES, list_feature_names=[])
+
+
+def test_rank_and_retries(served, tmp_path):
+    import threading
+
+    from serving.http_server import start_server
+    from tests.serving.tiny_model import USER_NAMES, publish
+
+    cands = [make_instance(i) for i in range(4)]
+    user = make_instance(2)
+    out = client.rank(served["url"], MODEL, {k: user[k] for k in USER_NAMES},
+                      {k: [c[k] for c in cands] for k in RAW_NAMES if k not in USER_NAMES})
+    rows = [dict(c, **{k: user[k] for k in USER_NAMES}) for c in cands]
+    assert out["click_prob"] == [p["click_prob"] for p in client.predict(served["url"], MODEL, rows)]
+    # 503 (no version yet) is retried with backoff until the version is published
+    base = tmp_path / MODEL
+    base.mkdir()
+    server, port = start_server(str(base), MODEL, poll_wait_seconds=0.05)
+    try:
+        threading.Timer(0.3, publish, args=(str(base), 1, 0.0)).start()
+        assert len(client.predict(f"http://127.0.0.1:{port}", MODEL, [GOOD], retries=8)) == 1
+    finally:
+        server.stop()
+    with pytest.raises(client.ServingError) as err:  # connection refused, after a retry
+        client.predict(f"http://127.0.0.1:{port}", MODEL, [GOOD], retries=1, timeout=2)
+    assert err.value.status is None and "cannot reach" in err.value.message

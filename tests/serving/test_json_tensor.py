@@ -47,3 +47,19 @@ def test_outputs_to_json():
     strings = np.array([b"ok", b"\xff"], dtype=object)
     assert tensor_to_json("s", strings) == ["ok", {"b64": "/w=="}]
     assert tensor_to_json("s_bytes", strings) == [{"b64": "b2s="}, {"b64": "/w=="}]
+
+
+def test_short_decimals_round_trip_and_are_short():
+    """Vectorised output formatting: every float32 reads back exactly; typical values
+    print with TF Serving's 6 significant digits."""
+    import json
+
+    from serving.json_tensor import short_decimals
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(size=5000) * 10.0 ** rng.integers(-40, 38, 5000),
+                        [0.0, -0.0, 1 / 3, 3.4e38, 1e-45]]).astype(np.float32)
+    back = np.array(json.loads(json.dumps(short_decimals(x).tolist())), np.float32)
+    np.testing.assert_array_equal(back, x)
+    assert json.dumps(short_decimals(np.array([0.1, 2.5, 1 / 3, 19.75], np.float32)).tolist()) \
+        == "[0.1, 2.5, 0.33333334, 19.75]"

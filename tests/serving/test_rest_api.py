@@ -141,13 +141,13 @@ BAD_REQUESTS = [
      ["hist_video_id", "[2]"]),
     ("inconsistent keys", PREDICT,
      {"instances": [GOOD, without(GOOD, "video_type")]}, 400,
-     ["inconsistent", "video_type", "instances[1]"]),
+     ["missing", "video_type", "instances[1]"]),
     ("columnar batch mismatch", PREDICT,
      {"inputs": {k: [GOOD[k]] * (2 if k == "hist_len" else 1) for k in RAW_NAMES}}, 400,
-     ["hist_len", "batch"]),
+     ["hist_len", "dimension 0"]),
     ("columnar missing input", PREDICT,
      {"inputs": {k: [GOOD[k]] for k in RAW_NAMES if k != "duration_s"}}, 400,
-     ["duration_s", "missing"]),
+     ["duration_s", "Missing named input"]),
     ("bad base64", PREDICT,
      {"signature_name": "serving_examples", "instances": [{"examples": {"b64": "!!"}}]},
      400, ["examples", "base64"]),
@@ -174,8 +174,10 @@ def test_unknown_routes(served):
     assert requests.get(served["url"] + "/v2/whatever", timeout=10).status_code == 404
     r = requests.get(f"{served['url']}/v1/models/other/metadata", timeout=10)
     assert r.status_code == 404 and "other" in r.json()["error"]
-    r = post(served["url"], f"/v1/models/{MODEL}:classify", {"examples": []})
-    assert r.status_code == 501
+    r = post(served["url"], f"/v1/models/{MODEL}:classify", {"examples": [{"a": 1}]})
+    assert r.status_code == 400 and r.json()["error"] == (
+        "Expected classification signature method_name to be tensorflow/serving/classify. "
+        "Was: tensorflow/serving/predict")
 
 
 def test_handle_request_needs_no_socket(served):
@@ -192,6 +194,6 @@ def test_handle_request_needs_no_socket(served):
     assert status == 404 and "/v2/whatever" in reply["error"]
     status, reply = rest_api.handle_request(
         managers, "POST", f"/v1/models/{MODEL}/versions/7:predict", b"{}")
-    assert status == 404 and "version 7" in reply["error"]
+    assert status == 404 and reply["error"] == f"Servable not found for request: Specific({MODEL}, 7)"
     status, reply = rest_api.handle_request(managers, "PUT", PREDICT, b"{}")
-    assert status == 405 and "PUT" in reply["error"]
+    assert (status, reply["error"]) == (400, f"Malformed request: PUT {PREDICT}")

@@ -2,7 +2,8 @@
 
 The model mimics a pushed ranker's signatures: `serving_default` takes raw features
 (int64 ids, a string, a float, an int64 history of length 5), `serving_examples`
-takes serialized tf.Examples, `click_only` has a single output. Its outputs are
+takes serialized tf.Examples, `click_only` has a single output, `serving_rank` takes one user (batch 1) and N
+candidates. Its outputs are
 simple arithmetic of the inputs, so expected numbers are computed by hand and by
 calling the SavedModel directly.
 """
@@ -66,11 +67,48 @@ class TinyRanker(tf.Module):
         return {"click_prob": out["click_prob"]}
 
 
+    @tf.function(input_signature=[
+        tf.TensorSpec([1], tf.int64, name="user_id"),
+        tf.TensorSpec([1, L], tf.int64, name="hist_video_id"),
+        tf.TensorSpec([1], tf.int64, name="hist_len"),
+        tf.TensorSpec([None], tf.int64, name="video_id"),
+        tf.TensorSpec([None], tf.string, name="video_type"),
+        tf.TensorSpec([None], tf.float32, name="duration_s")])
+    def rank(self, user_id, hist_video_id, hist_len, video_id, video_type, duration_s):
+        """serving_rank: one user (batch 1) x N candidates, broadcast in the graph."""
+        n = tf.shape(video_id)[0]
+        return self._outputs(tf.repeat(user_id, n), video_id, video_type, duration_s,
+                             tf.repeat(hist_video_id, n, axis=0), tf.repeat(hist_len, n))
+
+
+USER_NAMES = ["user_id", "hist_video_id", "hist_len"]
+
+
 def save_model(path, watch_offset=0.0):
     m = TinyRanker(watch_offset)
     tf.saved_model.save(m, str(path), signatures={
         "serving_default": m.serve, "serving_examples": m.serve_examples,
-        "click_only": m.click_only})
+        "click_only": m.click_only, "serving_rank": m.rank})
+
+
+def write_warmup(model_dir, instances, signature="serving_default", n_records=1):
+    """assets.extra/tf_serving_warmup_requests as the publisher writes it (PredictionLog)."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    dtypes = {s.name: s.dtype for s in RAW_SPECS}
+    os.makedirs(os.path.join(model_dir, "assets.extra"), exist_ok=True)
+    path = os.path.join(model_dir, "assets.extra", "tf_serving_warmup_requests")
+    with tf.io.TFRecordWriter(path) as w:
+        for _ in range(n_records):
+            req = predict_pb2.PredictRequest()
+            req.model_spec.name = MODEL
+            req.model_spec.signature_name = signature
+            for k in [k for k in RAW_NAMES if k in instances[0]]:
+                req.inputs[k].CopyFrom(tf.make_tensor_proto(
+                    [inst[k] for inst in instances], dtype=dtypes[k]))
+            w.write(prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=req)).SerializeToString())
+    return path
 
 
 def publish(base, version, watch_offset):

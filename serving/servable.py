@@ -1,0 +1,182 @@
+"""One loaded SavedModel version: discovery on disk, loading, signatures, warmup replay.
+
+Layout (TF Serving's ``sources/storage_path/file_system_storage_path_source.cc``):
+``<base>/<int64 version>/saved_model.pb`` + ``variables/``, ``assets/``,
+``assets.extra/``. Children whose name is not an integer (``.publishing-7-123``,
+``7.partial``) are ignored, so a publisher writes under a temp name and renames.
+
+Warmup (``servables/tensorflow/saved_model_warmup.cc``, ``g3doc/saved_model_warmup.md``):
+``assets.extra/tf_serving_warmup_requests`` is a TFRecord of serialized
+``tensorflow.serving.PredictionLog``; each ``predict_log.request`` is replayed
+``num_request_iterations_for_warmup`` times during the load, before the version is
+AVAILABLE; a corrupt file (CRC), more than 1000 records or a failing request fails the
+load. Without the file every signature is called once on a synthetic one-row request
+(errors ignored): a concrete function's first call runs Grappler and costs hundreds of
+milliseconds, which would otherwise land on the first user request after a swap.
+"""
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # DESIGN.md: Keras 2 only
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import logging  # noqa: E402
+import re  # noqa: E402
+from typing import Dict, List, Optional  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+MAX_WARMUP_RECORDS = 1000  # WarmupConsts::kMaxNumRecords
+_VERSION_DIR = re.compile(r"^[0-9]{1,19}$")
+PREDICT_METHOD = "tensorflow/serving/predict"
+
+
+def saved_model_file(path: str) -> Optional[str]:
+    for name in SAVED_MODEL_FILES:
+        f = os.path.join(path, name)
+        if os.path.isfile(f):
+            return f
+    return None
+
+
+def list_versions(model_base_path: str) -> List[int]:
+    """Integer-named version dirs holding a SavedModel file, ascending."""
+    try:
+        names = os.listdir(model_base_path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    versions = []
+    for name in names:
+        path = os.path.join(model_base_path, name)
+        if _VERSION_DIR.match(name) and os.path.isdir(path) and saved_model_file(path):
+            v = int(name)
+            if v < 2 ** 63:
+                versions.append(v)
+    return sorted(versions)
+
+
+def read_signature_defs(path: str) -> dict:
+    """SignatureDefs of a SavedModel as TF Serving prints them in /metadata."""
+    from google.protobuf import json_format, text_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    f = saved_model_file(path)
+    with open(f, "rb") as fh:
+        data = fh.read()
+    if f.endswith(".pbtxt"):
+        text_format.Parse(data.decode("utf-8"), sm)
+    else:
+        sm.ParseFromString(data)
+    out = {}
+    for name, sig in sm.meta_graphs[0].signature_def.items():
+        out[name] = json_format.MessageToDict(
+            sig, including_default_value_fields=True, preserving_proto_field_name=True)
+    return out
+
+
+class Signature:
+    """One serving signature: its concrete function, input/output specs, method name."""
+
+    def __init__(self, name: str, fn, method_name: str = PREDICT_METHOD):
+        self.name = name
+        self.fn = fn
+        self.method_name = method_name
+        _, kwargs = fn.structured_input_signature
+        self.inputs: Dict[str, tf.TypeSpec] = dict(sorted(kwargs.items()))
+        outputs = fn.structured_outputs
+        if not isinstance(outputs, dict):
+            outputs = {"output_0": outputs}
+        self.outputs = dict(sorted(outputs.items()))
+
+    def __call__(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        tensors = {k: tf.constant(v, dtype=self.inputs[k].dtype) for k, v in feed.items()}
+        result = self.fn(**tensors)
+        if not isinstance(result, dict):
+            result = {"output_0": result}
+        return {k: v.numpy() for k, v in result.items()}
+
+
+class ServedVersion:
+    """A loaded (and warmed-up) SavedModel version."""
+
+    def __init__(self, version: int, path: str, warmup_iterations: int = 1,
+                 enable_warmup: bool = True):
+        self.version = version
+        self.path = path
+        self.model = tf.saved_model.load(path)
+        self.signature_defs = read_signature_defs(path)
+        self.signatures = {
+            name: Signature(name, fn, self.signature_defs.get(name, {}).get(
+                "method_name", PREDICT_METHOD))
+            for name, fn in self.model.signatures.items()}
+        if not self.signatures:
+            raise ValueError(f"SavedModel at {path} has no serving signatures")
+        self.warmup_records = 0
+        if enable_warmup:
+            self.warmup_records = warm_up(self, max(1, warmup_iterations))
+
+
+# --------------------------------------------------------------------------- warmup
+def read_warmup_requests(path: str) -> list:
+    """The PredictRequests of `<version>/assets.extra/tf_serving_warmup_requests`.
+
+    Raises like TF Serving: a corrupt record (tf.errors.DataLossError), more than 1000
+    records, or a log type this server cannot replay.
+    """
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    file = os.path.join(path, WARMUP_FILE)
+    if not os.path.isfile(file):
+        return []
+    requests = []
+    for record in tf.data.TFRecordDataset(file):  # CRCs checked: DataLossError
+        if len(requests) >= MAX_WARMUP_RECORDS:
+            raise ValueError(f"Number of warmup records exceeds the maximum "
+                             f"({MAX_WARMUP_RECORDS}) at {file}")
+        entry = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        kind = entry.WhichOneof("log_type")
+        if kind != "predict_log":
+            raise ValueError(f"warmup record {len(requests)} in {file} is a {kind}; "
+                             "this server replays predict_log records only")
+        requests.append(entry.predict_log.request)
+    return requests
+
+
+def warm_up(served: ServedVersion, iterations: int) -> int:
+    """Replays the warmup file (or a synthetic request per signature). Returns records."""
+    requests = read_warmup_requests(served.path)
+    for i, req in enumerate(requests):
+        name = req.model_spec.signature_name or "serving_default"
+        if name not in served.signatures:
+            raise ValueError(f"warmup record {i}: signature '{name}' not in the model")
+        sig = served.signatures[name]
+        feed = {k: tf.make_ndarray(v) for k, v in req.inputs.items()}
+        missing = sorted(set(sig.inputs) - set(feed))
+        if missing:
+            raise ValueError(f"warmup record {i}: missing input '{missing[0]}'")
+        for _ in range(iterations):
+            sig(feed)
+    if not requests:
+        for sig in served.signatures.values():
+            try:
+                sig(synthetic_request(sig))
+            except Exception as e:  # synthetic values may be invalid (e.g. tf.Examples)
+                log.debug("synthetic warmup of %s failed: %s", sig.name, e)
+    return len(requests)
+
+
+def synthetic_request(sig: Signature) -> Dict[str, np.ndarray]:
+    """One row of zeros / empty strings per input (batch 1 where the shape is open)."""
+    feed = {}
+    for name, spec in sig.inputs.items():
+        shape = [1 if d is None else d for d in spec.shape.as_list()]
+        if spec.dtype == tf.string:
+            feed[name] = np.full(shape, b"", dtype=object)
+        else:
+            feed[name] = np.zeros(shape, dtype=spec.dtype.as_numpy_dtype)
+    return feed
