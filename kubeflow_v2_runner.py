@@ -8,7 +8,9 @@ The image must contain this repository installed (`pip install .`, which pulls t
 pins of requirements.lock) so the executors can import `models.*`, `components.*`
 and `pipeline.*`. Beam stages run on Dataflow (or Flink/Spark) when
 `--beam_pipeline_args` says so, e.g. `--runner=DataflowRunner --project=... --region=...
---temp_location=gs://... --setup_file=./setup.py`. The output is the KFP v2
+--temp_location=gs://... --setup_file=./setup.py`, or by a documented argument set of
+pipeline/configs.py: `--beam_runner DataflowRunner --beam_value project=p --beam_value
+region=r --beam_value temp_location=gs://b/tmp --beam_value num_workers=8`. The output is the KFP v2
 pipeline spec (JSON) that `kfp` / Vertex submit.
 """
 import argparse
@@ -21,7 +23,7 @@ from tfx import v1 as tfx  # noqa: E402
 
 from pipeline import configs  # noqa: E402
 from pipeline.pipeline import create_pipeline  # noqa: E402
-from pipeline.runners import configured_args  # noqa: E402
+from pipeline.runners import beam_args, configured_args  # noqa: E402
 
 
 def compile_pipeline(image: str, pipeline_root: str, data_path: str, serving_model_dir: str, output: str,
@@ -56,9 +58,19 @@ def main():
                    help="folder holding schema.pbtxt as seen inside the image")
     p.add_argument("--output", default=f"{configs.PIPELINE_NAME}_kfp_v2.json")
     p.add_argument("--beam_pipeline_args", default="", help="quoted Beam flags for the Beam components")
+    p.add_argument("--beam_runner", default=None,
+                   help="a runner of configs.BEAM_RUNNER_ARGS (DataflowRunner, FlinkRunner, SparkRunner, ...); "
+                        "its flags come before --beam_pipeline_args")
+    p.add_argument("--beam_value", action="append", default=[], metavar="KEY=VALUE",
+                   help="fills a {field} of the runner's flags, e.g. project=my-project (repeatable)")
     args = p.parse_args()
+    flags = []
+    if args.beam_runner:
+        values = dict(v.split("=", 1) for v in args.beam_value)
+        values.setdefault("image", args.image)
+        flags = beam_args(args.beam_runner, **values)
     path = compile_pipeline(args.image, args.pipeline_root, args.data_path, args.serving_model_dir, args.output,
-                            shlex.split(args.beam_pipeline_args), args.schema_path)
+                            flags + shlex.split(args.beam_pipeline_args), args.schema_path)
     print(f"wrote {path}")
 
 

@@ -26,6 +26,24 @@ def configured_args(trainer_config=None) -> dict:
     )
 
 
+def beam_args(runner: str = None, **values) -> list:
+    """The Beam flags of `runner` (default configs.BEAM_RUNNER) from configs.BEAM_RUNNER_ARGS,
+    with its {fields} filled from `values` (e.g. project=..., region=..., temp_location=...,
+    job_endpoint=..., image=..., num_workers=...); ValueError naming a missing field or
+    an unknown runner."""
+    import string
+
+    runner = runner or configs.BEAM_RUNNER
+    if runner not in configs.BEAM_RUNNER_ARGS:
+        raise ValueError(f"unknown Beam runner {runner!r}; known: {sorted(configs.BEAM_RUNNER_ARGS)}")
+    template = configs.BEAM_RUNNER_ARGS[runner]
+    fields = sorted({f for arg in template for _, f, _, _ in string.Formatter().parse(arg) if f})
+    missing = [f for f in fields if f not in values]
+    if missing:
+        raise ValueError(f"Beam runner {runner!r} needs values for {missing} (pass them as key=value)")
+    return [arg.format(**values) for arg in template]
+
+
 def build_local(data_path: str = None, output_dir: str = None, **overrides):
     """The pipeline as configured in pipeline/configs.py, for LocalDagRunner.
 

@@ -9,4 +9,7 @@ class DeadLetterRows(types.Artifact):
     source file, line number, reason, raw line) and ``counts.json`` (good / bad by
     reason / per split / history-only counts of the run).
     """
-    TYPE_NAME = "watchtime_ranker.DeadLetterRows"  # KFP v2 needs <namespace>.<Name>
+    # KFP v2 needs <namespace>.<Name>; its container entry point imports a custom type by
+    # that title (kubeflow_v2_entrypoint_utils._retrieve_class_path), so the image must
+    # have a module `watchtime_ranker` exporting this class (the Dockerfile writes it).
+    TYPE_NAME = "watchtime_ranker.DeadLetterRows"

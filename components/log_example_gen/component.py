@@ -9,7 +9,11 @@ Usage in a pipeline (the values live in pipeline/configs.py)::
         input_base=configs.DATA_PATH,
         config=LogExampleGenConfig(history_length=50, history_min_watch_s=0.0,
                                    train_days=(), eval_days=(), eval_last_n_days=2,
-                                   validation_last_n_days=1, max_bad_row_fraction=0.01))
+                                   validation_last_n_days=1, max_bad_row_fraction=0.01,
+                                   duplicate_rule="drop", date_window=(), max_date_gap_days=2,
+                                   out_of_window_rule="dead_letter", date_time_tolerance_s=10800.0,
+                                   max_play_time_ms=86_400_000, max_duration_ms=86_400_000,
+                                   read_range_bytes=4 << 20))
     # or the same knobs as keywords: LogExampleGen(input_base=..., history_length=50, ...)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
 
@@ -55,6 +59,14 @@ _KNOB_TYPES = {
     "eval_last_n_days": int,
     "validation_last_n_days": int,
     "max_bad_row_fraction": float,
+    "duplicate_rule": str,
+    "date_window": str,  # comma-separated yyyymmdd, like the day lists
+    "max_date_gap_days": int,
+    "out_of_window_rule": str,
+    "date_time_tolerance_s": float,
+    "max_play_time_ms": int,
+    "max_duration_ms": int,
+    "read_range_bytes": int,
 }
 
 

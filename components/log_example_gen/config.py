@@ -10,7 +10,10 @@ required. ``to_component_args()`` gives the ``LogExampleGen(...)`` keyword argum
     cfg = LogExampleGenConfig(history_length=50, history_min_watch_s=0.0,
                               train_days="20220425-20220502", eval_days=(20220503, 20220504),
                               eval_last_n_days=2, validation_last_n_days=1,
-                              max_bad_row_fraction=0.01)
+                              max_bad_row_fraction=0.01, duplicate_rule="drop", date_window="",
+                              max_date_gap_days=2, out_of_window_rule="dead_letter",
+                              date_time_tolerance_s=10800.0, max_play_time_ms=86_400_000,
+                              max_duration_ms=86_400_000, read_range_bytes=4 << 20)
     cfg.train_days  # (20220425, ..., 20220502): day lists are sorted tuples of yyyymmdd ints
     assert LogExampleGenConfig.from_custom_config(cfg.to_custom_config()) == cfg
     assert LogExampleGenConfig.from_custom_config(cfg.to_component_args()) == cfg
@@ -20,6 +23,7 @@ import os
 from typing import Any, Dict, Sequence, Tuple, Union
 
 from components.log_example_gen import time_split
+from components.log_example_gen.row_rules import DUPLICATE_RULES, OUT_OF_WINDOW_RULES, RowRules
 from schemas import kuairand_format
 
 Days = Union[str, Sequence[int]]
@@ -59,6 +63,12 @@ def _days(name: str, value: Days) -> Tuple[int, ...]:
     return tuple(sorted(days))
 
 
+def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"LogExampleGenConfig.{name} must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
 def _pattern(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"LogExampleGenConfig.{name} must be a non-empty file pattern, got {value!r}")
@@ -77,6 +87,16 @@ class LogExampleGenConfig:
       or ints); empty: see time_split.py for the rules, with ``eval_last_n_days``;
     validation_last_n_days: the last N train days present become the validation split;
     max_bad_row_fraction: the run fails above this share of bad log rows ([0, 1]);
+    duplicate_rule: exact duplicate log rows (every column equal): 'drop' (keep the
+      first, count the others as dropped), 'dead_letter' (the copies are bad rows) or 'keep';
+    date_window: the log dates a run accepts (day text or ints); empty: inferred, the
+      run of dates with gaps <= ``max_date_gap_days`` days holding the most rows
+      (date_window.py); rows dated outside follow ``out_of_window_rule``:
+      'dead_letter' (reason ``out_of_window:date``) or 'error' (the run fails);
+    date_time_tolerance_s: ``date`` must be the UTC+8 day of ``time_ms`` give or take
+      this (the real logs date rows up to 2.2 h after their ``time_ms``);
+    max_play_time_ms / max_duration_ms: upper bounds of the watch time and the duration;
+    read_range_bytes: log files are read in byte ranges of about this size (reading.py);
     *_pattern: file globs under input_base; may hold TFX's ``{SPAN}`` / ``{VERSION}``
       or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py).
     """
@@ -88,6 +108,14 @@ class LogExampleGenConfig:
     eval_last_n_days: int
     validation_last_n_days: int
     max_bad_row_fraction: float
+    duplicate_rule: str
+    date_window: Tuple[int, ...]
+    max_date_gap_days: int
+    out_of_window_rule: str
+    date_time_tolerance_s: float
+    max_play_time_ms: int
+    max_duration_ms: int
+    read_range_bytes: int
     log_file_pattern: str = kuairand_format.LOG_FILE_PATTERN
     user_features_pattern: str = kuairand_format.USER_FEATURES_PATTERN
     video_features_pattern: str = kuairand_format.VIDEO_FEATURES_PATTERN
@@ -101,6 +129,14 @@ class LogExampleGenConfig:
             "eval_last_n_days": _int("eval_last_n_days", self.eval_last_n_days, 0),
             "validation_last_n_days": _int("validation_last_n_days", self.validation_last_n_days, 0),
             "max_bad_row_fraction": _float("max_bad_row_fraction", self.max_bad_row_fraction, 0.0, 1.0),
+            "duplicate_rule": _choice("duplicate_rule", self.duplicate_rule, DUPLICATE_RULES),
+            "date_window": _days("date_window", self.date_window),
+            "max_date_gap_days": _int("max_date_gap_days", self.max_date_gap_days, 0),
+            "out_of_window_rule": _choice("out_of_window_rule", self.out_of_window_rule, OUT_OF_WINDOW_RULES),
+            "date_time_tolerance_s": _float("date_time_tolerance_s", self.date_time_tolerance_s, 0.0),
+            "max_play_time_ms": _int("max_play_time_ms", self.max_play_time_ms, 1),
+            "max_duration_ms": _int("max_duration_ms", self.max_duration_ms, 1),
+            "read_range_bytes": _int("read_range_bytes", self.read_range_bytes, 1),
         }
         checked.update({name: _pattern(name, getattr(self, name)) for name in PATTERN_FIELDS})
         for name, value in checked.items():
@@ -110,6 +146,14 @@ class LogExampleGenConfig:
                                              self.validation_last_n_days)
         except ValueError as e:
             raise ValueError(f"LogExampleGenConfig: {e}") from None
+        outside = sorted(set(self.train_days + self.eval_days) - set(self.date_window))
+        if self.date_window and outside:
+            raise ValueError(f"LogExampleGenConfig: train/eval days {outside} are outside date_window")
+
+    def row_rules(self) -> "RowRules":
+        """The per-row value rules (row_rules.py) of this config."""
+        return RowRules(max_play_time_ms=self.max_play_time_ms, max_duration_ms=self.max_duration_ms,
+                        date_time_tolerance_ms=int(round(self.date_time_tolerance_s * 1000)))
 
     @classmethod
     def field_names(cls) -> Tuple[str, ...]:
@@ -125,6 +169,7 @@ class LogExampleGenConfig:
         args = self.to_custom_config()
         args["train_days"] = time_split.format_days(self.train_days)
         args["eval_days"] = time_split.format_days(self.eval_days)
+        args["date_window"] = time_split.format_days(self.date_window)
         return args
 
     def to_custom_config(self) -> Dict[str, Any]:
@@ -132,6 +177,7 @@ class LogExampleGenConfig:
         out = {name: getattr(self, name) for name in self.field_names()}
         out["train_days"] = list(self.train_days)
         out["eval_days"] = list(self.eval_days)
+        out["date_window"] = list(self.date_window)
         return out
 
     @classmethod

@@ -15,6 +15,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
 from components.log_example_gen import beam_pipeline as bp
+from components.log_example_gen import counts as counts_lib
 from components.log_example_gen import inputs as inputs_lib
 from components.log_example_gen import time_split
 from components.log_example_gen.config import LogExampleGenConfig
@@ -41,7 +42,9 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
 
     ``exec_properties``: what the driver recorded (span, input_fingerprint); the run
     fails with InputsChangedError if the files no longer match it. Fails with
-    BadRowFractionError above ``config.max_bad_row_fraction`` (outputs not published)
+    OutOfWindowError under ``out_of_window_rule='error'`` if a row is dated outside
+    the date window, with BadRowFractionError above ``config.max_bad_row_fraction``
+    (outputs not published)
     and with ValueError if a split that must hold examples is empty.
     """
     resolved = inputs_lib.resolve_inputs(input_base, config)
@@ -58,10 +61,14 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     for split in time_split.SPLIT_NAMES:
         examples.set_int_custom_property(f"num_{split}_examples", counts["splits"][split])
-    for key in ("total_rows", "good_rows", "bad_rows", "history_only_rows"):
+    for key in ("total_rows", "good_rows", "bad_rows", "dropped_rows", "history_only_rows"):
         dead_letter.set_int_custom_property(key, counts[key])
     dead_letter.set_float_custom_property("bad_row_fraction", counts["bad_row_fraction"])
 
+    problems = counts_lib.check_totals(counts)
+    if problems:  # an invariant of the Beam pipeline, checked on every run
+        raise RuntimeError(f"LogExampleGen: rows are not all accounted for: {problems}")
+    counts_lib.check_window(counts, config.out_of_window_rule, dead_letter.uri)
     bp.check_bad_row_fraction(counts, config.max_bad_row_fraction, dead_letter.uri)
     empty = [s for s in time_split.SPLIT_NAMES if counts["splits"][s] == 0
              and not (s == time_split.VALIDATION and config.validation_last_n_days == 0)]

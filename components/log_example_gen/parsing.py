@@ -9,10 +9,15 @@ Log rows
 
 - ``malformed_row``            csv error or wrong number of columns
 - ``missing_field:<field>``    empty value in a used column
-- ``non_numeric:<field>``      a used column is not an integer ("3.0" is accepted)
+- ``non_numeric:<field>``      a used column is not a strict integer ("3.0" is accepted;
+                               "1_0", "１０", "1e1" are not: ``to_int``)
 - ``negative:<field>``         ``play_time_ms``, ``duration_ms`` or ``time_ms`` < 0
 - ``invalid_date:date``        ``date`` is not a calendar yyyymmdd
 - ``unknown_user_id`` / ``unknown_video_id``  (set by the join, see ``join_reason``)
+- ``ambiguous_user_id`` / ``ambiguous_video_id``  the id is listed twice with different
+                               values in its side table (side_tables.py)
+
+Value rules (ranges, date vs time_ms) live in row_rules.py.
 
 Only the columns the examples use are validated (``USED_LOG_FIELDS``); the
 others (is_follow, profile_stay_time, ...) are ignored.
@@ -27,6 +32,7 @@ strings ``MISSING_STRING`` (""), missing numbers 0.0. ``tag`` may be a quoted li
 import csv
 import datetime
 import math
+import re
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from models import features as F
@@ -80,15 +86,18 @@ def split_csv_line(line: str) -> Optional[List[str]]:
     return rows[0] if len(rows) == 1 else None
 
 
+_STRICT_INT = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
+
+
 def to_int(text: str) -> int:
-    """'12' -> 12, '1.0' -> 1; raises ValueError for anything else."""
-    try:
-        return int(text)
-    except ValueError:
-        value = float(text)
-        if not math.isfinite(value) or not value.is_integer():
-            raise ValueError(f"not an integer: {text!r}") from None
-        return int(value)
+    """'12' -> 12, '-3' -> -3, '1.0' -> 1; ValueError for anything else.
+
+    Strict: ASCII digits only, so Python's lenient forms are refused: '1_0',
+    full-width '１０', '1e1', ' 1 0', 'inf', '0x1a' are not integers here.
+    """
+    if not _STRICT_INT.fullmatch(text):
+        raise ValueError(f"not an integer: {text!r}")
+    return int(text.split(".", 1)[0])
 
 
 def yyyymmdd_to_date(value: int) -> datetime.date:
@@ -101,7 +110,11 @@ def parse_log_line(line: str, columns: Sequence[str] = tuple(LOG_COLUMNS)) -> Un
     ``columns`` is the file's header (default: the KuaiRand release order); it must
     contain every name of ``USED_LOG_FIELDS`` (see ``missing_log_columns``).
     """
-    fields = split_csv_line(line)
+    return parse_log_fields(split_csv_line(line), columns)
+
+
+def parse_log_fields(fields: Optional[List[str]], columns: Sequence[str]) -> Union[LogRow, BadRow]:
+    """``parse_log_line`` on a line already split into fields (None: a csv error)."""
     if fields is None or len(fields) != len(columns):
         return BadRow("malformed_row")
     by_name = dict(zip(columns, fields))
@@ -129,8 +142,15 @@ def missing_log_columns(columns: Sequence[str]) -> List[str]:
     return [c for c in USED_LOG_FIELDS if c not in columns]
 
 
-def join_reason(row: LogRow, users: Dict[int, dict], videos: Dict[int, dict]) -> Optional[str]:
-    """Reason a valid log row cannot be joined with the side tables, else None."""
+def join_reason(row: LogRow, users: Dict[int, dict], videos: Dict[int, dict],
+                ambiguous: Optional[Dict[str, Sequence[int]]] = None) -> Optional[str]:
+    """Reason a valid log row cannot be joined with the side tables, else None.
+    ``ambiguous``: {'user': ids, 'video': ids} listed twice with different values."""
+    ambiguous = ambiguous or {}
+    if row.user_id in ambiguous.get("user", ()):
+        return "ambiguous_user_id"
+    if row.video_id in ambiguous.get("video", ()):
+        return "ambiguous_video_id"
     if row.user_id not in users:
         return "unknown_user_id"
     if row.video_id not in videos:
@@ -277,13 +297,16 @@ def to_tf_example(feats: dict):
                          f"{sorted(expected - set(feats))}, extra {sorted(set(feats) - expected)}")
 
     def as_list(v):
-        return list(v) if isinstance(v, (list, tuple)) else [v]
+        return v if isinstance(v, (list, tuple)) else [v]
 
-    out = {}
+    # Filled in place through the proto API: building tf.train.Feature objects and
+    # copying them into the map cost ~5x more (the bottleneck of ingestion).
+    example = tf.train.Example()
+    fmap = example.features.feature
     for k in F.RAW_INT_FEATURES + F.RAW_HISTORY_INT:
-        out[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=as_list(feats[k])))
+        fmap[k].int64_list.value.extend(as_list(feats[k]))
     for k in F.RAW_FLOAT_FEATURES + F.RAW_HISTORY_FLOAT:
-        out[k] = tf.train.Feature(float_list=tf.train.FloatList(value=as_list(feats[k])))
+        fmap[k].float_list.value.extend(as_list(feats[k]))
     for k in F.RAW_BYTES_FEATURES:
-        out[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[feats[k].encode("utf-8")]))
-    return tf.train.Example(features=tf.train.Features(feature=out))
+        fmap[k].bytes_list.value.append(feats[k].encode("utf-8"))
+    return example

@@ -10,6 +10,13 @@ BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 D1, D2, D3 = 20220425, 20220426, 20220427
 
+
+def at(date, t_ms):
+    """time_ms of a row dated `date`: noon UTC+8 of that day + t_ms (consistent with the date)."""
+    from components.log_example_gen.row_rules import day_start_ms
+
+    return day_start_ms(date) + 12 * 3_600_000 + t_ms
+
 USER_HEADER = ("user_id,user_active_degree,is_lowactive_period,is_live_streamer,is_video_author,"
                "follow_user_num,follow_user_num_range,fans_user_num,fans_user_num_range,"
                "friend_user_num,friend_user_num_range,register_days,register_days_range,"
@@ -40,29 +47,31 @@ def log_line(user, video, date, time_ms, *, hourmin=1230, is_click=1, play_time_
     return ",".join(str(vals.get(c, 0)) for c in P.LOG_COLUMNS)
 
 
-# Good rows, named for the assertions: (user, video, date, time_ms, kwargs).
+# Good rows, named for the assertions: (user, video, date, time_ms, kwargs). Rows b, c
+# (D2) are 1 day + 1 s after a (D1); d (D3) 1 day + 3 s after them.
 GOOD = {
-    "a": (1, 10, D1, 1000, dict(play_time_ms=8000, is_click=1)),
-    "b": (1, 11, D2, 2000, dict(play_time_ms=500, is_click=0, duration_ms=0)),
-    "c": (1, 12, D2, 2000, dict(play_time_ms=3000, is_click=1)),
-    "d": (1, 10, D3, 5000, dict(play_time_ms=12000, duration_ms=0, hourmin=2359, is_like=1)),
-    "e": (2, 10, D2, 3000, dict()),
-    "f": (2, 12, D3, 4000, dict()),
-    "g": (3, 11, D3, 6000, dict(long_view=1)),
+    "a": (1, 10, D1, at(D1, 1000), dict(play_time_ms=8000, is_click=1)),
+    "b": (1, 11, D2, at(D2, 2000), dict(play_time_ms=500, is_click=0, duration_ms=0)),
+    "c": (1, 12, D2, at(D2, 2000), dict(play_time_ms=3000, is_click=1)),
+    "d": (1, 10, D3, at(D3, 5000), dict(play_time_ms=12000, duration_ms=0, hourmin=2359, is_like=1)),
+    "e": (2, 10, D2, at(D2, 3000), dict()),
+    "f": (2, 12, D3, at(D3, 4000), dict()),
+    "g": (3, 11, D3, at(D3, 6000), dict(long_view=1)),
 }
-# Bad rows: (reason, line). Two sit in user 1's past (t=1500, 1800) and must not
+DAY_S = 86_400.0
+# Bad rows: (reason, line). Several sit in user 1's past (D2 before b, c) and must not
 # enter any history.
 BAD = [
     ("malformed_row", "1,10,20220426"),
-    ("malformed_row", '1,"10,20220426' + ",0" * 16),
-    ("missing_field:play_time_ms", log_line(1, 10, D2, 1500, play_time_ms="")),
+    ("malformed_row", '1,"10,20220426"' + ",0" * 16),
+    ("missing_field:play_time_ms", log_line(1, 10, D2, at(D2, 1500), play_time_ms="")),
     ("non_numeric:time_ms", log_line(1, 10, D2, "abc")),
-    ("negative:play_time_ms", log_line(1, 10, D2, 1600, play_time_ms=-5)),
-    ("negative:duration_ms", log_line(1, 10, D2, 1600, duration_ms=-1)),
+    ("negative:play_time_ms", log_line(1, 10, D2, at(D2, 1600), play_time_ms=-5)),
+    ("negative:duration_ms", log_line(1, 10, D2, at(D2, 1600), duration_ms=-1)),
     ("negative:time_ms", log_line(1, 10, D2, -1600)),
-    ("unknown_user_id", log_line(99, 10, D2, 1700)),
-    ("unknown_video_id", log_line(1, 99, D2, 1800)),
-    ("invalid_date:date", log_line(1, 10, 20221345, 1900)),
+    ("unknown_user_id", log_line(99, 10, D2, at(D2, 1700))),
+    ("unknown_video_id", log_line(1, 99, D2, at(D2, 1800))),
+    ("invalid_date:date", log_line(1, 10, 20221345, at(D2, 1900))),
 ]
 
 
@@ -98,7 +107,10 @@ def write_inputs(folder, with_bad=True):
 # Knob values for tests that do not care about a knob (they mirror pipeline/configs.py
 # at the time of writing; a test states every knob it asserts on).
 KNOBS = dict(history_length=50, history_min_watch_s=0.0, train_days=(), eval_days=(),
-             eval_last_n_days=2, validation_last_n_days=1, max_bad_row_fraction=0.01)
+             eval_last_n_days=2, validation_last_n_days=1, max_bad_row_fraction=0.01,
+             duplicate_rule="drop", date_window=(), max_date_gap_days=2, out_of_window_rule="dead_letter",
+             date_time_tolerance_s=3 * 3600.0, max_play_time_ms=86_400_000, max_duration_ms=86_400_000,
+             read_range_bytes=4 << 20)
 
 
 def make_config(**overrides):
@@ -107,7 +119,7 @@ def make_config(**overrides):
     return LogExampleGenConfig(**{**KNOBS, **overrides})
 
 
-def run_component(tmp, input_base, **knobs):
+def run_component(tmp, input_base, beam_args=BEAM_ARGS, **knobs):
     """Runs the executor in-process on a fresh Beam pipeline; returns
     (examples, dead_letter, pipeline) — pipeline.result holds the Beam counters."""
     import apache_beam as beam
@@ -120,7 +132,7 @@ def run_component(tmp, input_base, **knobs):
     examples.uri = os.path.join(tmp, "examples")
     dead_letter = DeadLetterRows()
     dead_letter.uri = os.path.join(tmp, "dead_letter")
-    pipeline = beam.Pipeline(argv=BEAM_ARGS)
+    pipeline = beam.Pipeline(argv=beam_args)
     run_log_example_gen(pipeline, input_base, make_config(**knobs), examples, dead_letter)
     return examples, dead_letter, pipeline
 

@@ -8,7 +8,10 @@ from schemas import kuairand_format
 from tests.components.log_example_gen.fixture_logs import D1, D2, D3, KNOBS, make_config
 
 REQUIRED = ("history_length", "history_min_watch_s", "train_days", "eval_days", "eval_last_n_days",
-            "validation_last_n_days", "max_bad_row_fraction")
+            "validation_last_n_days", "max_bad_row_fraction", "duplicate_rule", "date_window",
+            "max_date_gap_days", "out_of_window_rule", "date_time_tolerance_s", "max_play_time_ms",
+            "max_duration_ms", "read_range_bytes")
+INGESTION = {k: KNOBS[k] for k in REQUIRED[7:]}
 
 
 def test_knobs_have_no_defaults_and_patterns_default_to_the_format():
@@ -40,11 +43,12 @@ def test_round_trips_through_custom_config_and_component_args():
     custom = cfg.to_custom_config()
     assert custom == dict(history_length=7, history_min_watch_s=2.5, train_days=[D1, D2], eval_days=[D3],
                           eval_last_n_days=0, validation_last_n_days=1, max_bad_row_fraction=0.05,
+                          **dict(INGESTION, date_window=[]),
                           log_file_pattern="logs/log_*.csv",
                           user_features_pattern=kuairand_format.USER_FEATURES_PATTERN,
                           video_features_pattern=kuairand_format.VIDEO_FEATURES_PATTERN)
     args = cfg.to_component_args()
-    assert args == dict(custom, train_days="20220425,20220426", eval_days="20220427")
+    assert args == dict(custom, train_days="20220425,20220426", eval_days="20220427", date_window="")
     assert LogExampleGenConfig.from_custom_config(custom) == cfg
     assert LogExampleGenConfig.from_custom_config(args) == cfg
     extra = dict(args, input_base="/logs", span=3, version=None, input_fingerprint="x")
@@ -79,6 +83,13 @@ def test_from_custom_config_names_missing_and_unknown_keys():
     (dict(eval_days=D1), "eval_days: expected a day list text or a sequence"),
     (dict(log_file_pattern=""), "log_file_pattern must be a non-empty file pattern"),
     (dict(video_features_pattern="/data/video_*.csv"), "video_features_pattern is relative to input_base"),
+    (dict(duplicate_rule="ignore"), r"duplicate_rule must be one of \['drop', 'dead_letter', 'keep'\]"),
+    (dict(out_of_window_rule="history_only"), "out_of_window_rule must be one of"),
+    (dict(date_window="20220425-20220426", train_days=f"{D1}", eval_days=f"{D3}"),
+     r"train/eval days \[20220427\] are outside date_window"),
+    (dict(max_date_gap_days=-1), "max_date_gap_days must be >= 0"),
+    (dict(read_range_bytes=0), "read_range_bytes must be >= 1"),
+    (dict(date_time_tolerance_s=-1.0), "date_time_tolerance_s must be in"),
 ])
 def test_bad_knobs_are_refused_with_the_knob_named(overrides, match):
     with pytest.raises(ValueError, match=match):
@@ -97,7 +108,7 @@ def test_component_takes_the_config_or_the_same_knobs_as_keywords():
     # pipeline/pipeline.py's call: knobs as keywords, days as comma-separated text
     by_keywords = LogExampleGen(input_base="/logs", history_length=4, history_min_watch_s=0.0,
                                 train_days="20220425,20220426", eval_days="20220427", eval_last_n_days=2,
-                                validation_last_n_days=1, max_bad_row_fraction=0.01)
+                                validation_last_n_days=1, max_bad_row_fraction=0.01, **INGESTION)
     assert by_config.exec_properties == by_keywords.exec_properties == dict(
         cfg.to_component_args(), input_base="/logs")
     assert by_config.exec_properties["validation_last_n_days"] == 1

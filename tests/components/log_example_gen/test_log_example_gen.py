@@ -9,7 +9,8 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from components.log_example_gen import beam_pipeline as bp
 from models import features as F
-from tests.components.log_example_gen.fixture_logs import (BAD, BEAM_ARGS, D1, D2, D3, GOOD, by_key, key_of,
+from tests.components.log_example_gen.fixture_logs import (BAD, BEAM_ARGS, D1, D2, D3, DAY_S, GOOD, at, by_key,
+                                                           key_of,
                                                            make_config, read_examples, run_component,
                                                            write_inputs)
 from tests.conftest import KUAIRAND_DIR
@@ -86,12 +87,12 @@ def test_examples_written_with_features_and_leakage_free_histories(fixture_run):
         assert ex["hist_video_id"] == [10, -1, -1] and ex["hist_author_id"] == [100, -1, -1]
         assert ex["hist_is_click"] == [1, 0, 0] and ex["hist_len"] == 1
         assert ex["hist_watch_time_s"] == pytest.approx([8.0, 0, 0])
-        assert ex["hist_time_gap_s"] == pytest.approx([1.0, 0, 0])
+        assert ex["hist_time_gap_s"] == pytest.approx([DAY_S + 1.0, 0, 0])
     # d: most recent first (c after b in the file), gaps from d's own time
     assert d["hist_video_id"] == [12, 11, 10] and d["hist_author_id"] == [102, 101, 100]
     assert d["hist_is_click"] == [1, 0, 1] and d["hist_len"] == 3
     assert d["hist_watch_time_s"] == pytest.approx([3.0, 0.5, 8.0])
-    assert d["hist_time_gap_s"] == pytest.approx([3.0, 3.0, 4.0])
+    assert d["hist_time_gap_s"] == pytest.approx([DAY_S + 3.0, DAY_S + 3.0, 2 * DAY_S + 4.0])
     # user 2's and 3's first impressions: empty histories
     assert train[key_of("e")]["hist_len"] == 0 and evals[key_of("g")]["hist_len"] == 0
     assert evals[key_of("f")]["hist_video_id"] == [10, -1, -1]
@@ -99,7 +100,7 @@ def test_examples_written_with_features_and_leakage_free_histories(fixture_run):
     # derived and joined features
     assert d["hour"] == 23 and d["duration_s"] == pytest.approx(87.433)  # log 0 -> video table
     assert d["video_age_days"] == 17.0 and d["watch_time_s"] == pytest.approx(12.0)
-    assert d["is_like"] == 1 and d["date"] == D3 and d["time_ms"] == 5000
+    assert d["is_like"] == 1 and d["date"] == D3 and d["time_ms"] == at(D3, 5000)
     assert d["tag_id"] == 20 and d["music_id"] == 555 and d["author_id"] == 100
     assert d["user_active_degree"] == b"full_active" and d["onehot_feat4"] == 1
     assert d["is_live_streamer"] == -124.0 and d["fans_user_num"] == 150.0
@@ -172,7 +173,7 @@ def test_component_under_local_dag_runner(tmp_path):
     # min watch 1 s: b (0.5 s) is left out of d's history
     d = evals[key_of("d")]
     assert d["hist_video_id"] == [12, 10, -1, -1] and d["hist_len"] == 2
-    assert d["hist_time_gap_s"] == pytest.approx([3.0, 4.0, 0, 0])
+    assert d["hist_time_gap_s"] == pytest.approx([DAY_S + 3.0, 2 * DAY_S + 4.0, 0, 0])
 
 
 # ---------------------------------------------------------------- real data smoke
@@ -194,17 +195,21 @@ def test_real_kuairand_subset(tmp_path):
         for path in glob.glob(os.path.join(KUAIRAND_DIR, pattern)):
             os.symlink(path, input_base / os.path.basename(path))
 
-    # the first 3000 lines of each file cover two dates: train and eval, no validation day
+    # the first 3000 lines of each file cover two dates 6 days apart (20220425, 20220501):
+    # train and eval, no validation day; the inferred date window must span the gap
     L = 50
     examples, dead_letter, _ = run_component(str(tmp_path), str(input_base), history_length=L,
                                              train_days=(), eval_days=(), eval_last_n_days=1,
-                                             validation_last_n_days=0)
+                                             validation_last_n_days=0, max_date_gap_days=6)
     counts = bp.read_counts(dead_letter.uri)
-    assert counts["bad_rows"] == 0 and counts["total_rows"] == n_rows
-    assert counts["splits"]["train"] + counts["splits"]["eval"] == n_rows
+    assert counts["bad_rows"] == 0 and counts["total_rows"] == counts["rows_read"] == n_rows
+    # the release repeats rows exactly: dropped and counted by the duplicate rule
+    assert counts["dropped_rows_by_rule"] == {"duplicate_row": n_rows - counts["good_rows"]}
+    assert 0 < counts["dropped_rows"] < 0.05 * n_rows
+    assert counts["splits"]["train"] + counts["splits"]["eval"] == counts["good_rows"]
     exs = (read_examples(bp.split_uri(examples.uri, "train"), L)
            + read_examples(bp.split_uri(examples.uri, "eval"), L))
-    assert len(exs) == n_rows
+    assert len(exs) == counts["good_rows"]
     assert any(e["hist_len"] > 0 for e in exs)
     for e in exs:
         k = e["hist_len"]

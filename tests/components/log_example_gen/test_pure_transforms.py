@@ -7,7 +7,7 @@ from components.log_example_gen import history as H
 from components.log_example_gen import parsing as P
 from components.log_example_gen import time_split as T
 from models import features as F
-from tests.components.log_example_gen.fixture_logs import (BAD, D1, D2, D3, USER_HEADER, USER_ROWS,
+from tests.components.log_example_gen.fixture_logs import (BAD, D1, D2, D3, at, USER_HEADER, USER_ROWS,
                                                            VIDEO_HEADER, VIDEO_ROWS, good_line, log_line)
 
 
@@ -74,7 +74,7 @@ def test_parse_log_line_reasons():
         else:
             assert P.parse_log_line(line) == P.BadRow(reason), line
     row = P.parse_log_line(good_line("d"))
-    assert row == P.LogRow(user_id=1, video_id=10, date=D3, hourmin=2359, time_ms=5000,
+    assert row == P.LogRow(user_id=1, video_id=10, date=D3, hourmin=2359, time_ms=at(D3, 5000),
                            is_click=1, is_like=1, long_view=0, play_time_ms=12000,
                            duration_ms=0, tab=1)
     assert P.parse_log_line(log_line(1, 10, D2, "7.0")).time_ms == 7  # "7.0" is an integer

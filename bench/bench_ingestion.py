@@ -1,0 +1,133 @@
+"""Ingestion throughput of LogExampleGen on KuaiRand-Pure-format logs: 1 vs 2 workers.
+
+    python -m bench.bench_ingestion [--logs ../shared/data/kuairand-pure] [--workers 1 2]
+        [--range-bytes 4194304] [--max-rows-per-file N] [--out bench/results/ingestion.json]
+
+``--max-rows-per-file N`` bounds the run: the first N rows of each log file (side tables whole).
+
+Each worker count runs in a fresh Python process (so memory figures do not mix):
+DirectRunner ``in_memory`` for 1 worker, ``multi_processing`` with
+``direct_num_workers=N`` for N > 1, the executor's whole Beam pipeline (byte-range
+reads, parsing, joins, GroupByKey histories, tf.Example writes). Reported per run:
+wall seconds, log rows/s (rows read / wall), the counts.json totals (identical across
+worker counts, or the bench fails), and peak resident memory: of the driver process
+(ru_maxrss of RUSAGE_SELF) and of the largest worker process (RUSAGE_CHILDREN; for
+in_memory the driver is the worker). The machine's load average is recorded: on a
+shared machine the figures are upper bounds of the cost, not of the speed-up.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_LOGS = os.path.join(os.path.dirname(_ROOT), "shared", "data", "kuairand-pure")
+
+
+def _rel(path: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path), _ROOT)
+    return rel if not rel.startswith("../../") else path
+
+
+def run_once(logs: str, workers: int, range_bytes: int) -> dict:
+    import dataclasses
+
+    import apache_beam as beam
+    from tfx.types import standard_artifacts
+
+    from components.log_example_gen.artifacts import DeadLetterRows
+    from components.log_example_gen.executor import run_log_example_gen
+    from pipeline import configs
+
+    config = dataclasses.replace(configs.LOG_EXAMPLE_GEN, read_range_bytes=range_bytes)
+    args = (["--direct_running_mode=in_memory", "--direct_num_workers=1"] if workers == 1 else
+            ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"])
+    with tempfile.TemporaryDirectory() as tmp:
+        examples, dead_letter = standard_artifacts.Examples(), DeadLetterRows()
+        examples.uri, dead_letter.uri = os.path.join(tmp, "examples"), os.path.join(tmp, "dead_letter")
+        start = time.time()
+        counts = run_log_example_gen(beam.Pipeline(argv=args), logs, config, examples, dead_letter)
+        wall = time.time() - start
+    to_mb = 1 / 1024.0  # ru_maxrss is in KiB on Linux
+    return {
+        "workers": workers, "beam_args": args, "wall_s": round(wall, 2),
+        "rows_per_s": round(counts["rows_read"] / wall, 1),
+        "counts": {k: counts[k] for k in ("rows_read", "good_rows", "bad_rows", "dropped_rows", "splits",
+                                          "dropped_rows_by_rule", "bad_rows_by_reason")},
+        "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * to_mb, 1),
+        "peak_rss_largest_worker_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * to_mb, 1)
+        if workers > 1 else None,
+    }
+
+
+def _head_copy(logs: str, dst: str, n: int) -> str:
+    """The first n rows of every log file (+ header) and links to the side tables."""
+    import glob
+
+    for path in glob.glob(os.path.join(logs, "*.csv")):
+        name = os.path.basename(path)
+        if name.startswith("log_"):
+            with open(path) as src, open(os.path.join(dst, name), "w") as out:
+                for i, line in enumerate(src):
+                    if i > n:
+                        break
+                    out.write(line)
+        else:
+            os.symlink(os.path.abspath(path), os.path.join(dst, name))
+    return dst
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--logs", default=os.environ.get("LOGS") or DEFAULT_LOGS)
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--range-bytes", type=int, default=None, help="default: configs.READ_RANGE_BYTES")
+    p.add_argument("--out", default=os.path.join(_ROOT, "bench", "results", "ingestion.json"))
+    p.add_argument("--max-rows-per-file", type=int, default=None)
+    p.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.range_bytes is None:
+        from pipeline import configs
+        args.range_bytes = configs.READ_RANGE_BYTES
+    if args.one is not None:  # child: one measurement, JSON on the last stdout line
+        print(json.dumps(run_once(args.logs, args.one, args.range_bytes)))
+        return
+    if not os.path.isdir(args.logs):
+        sys.exit(f"no logs at {args.logs} (set --logs or LOGS)")
+    logs_dir, tmp = args.logs, None
+    if args.max_rows_per_file:
+        tmp = tempfile.TemporaryDirectory()
+        logs_dir = _head_copy(args.logs, tmp.name, args.max_rows_per_file)
+    runs = []
+    for n in args.workers:
+        load = os.getloadavg()
+        out = subprocess.run([sys.executable, "-m", "bench.bench_ingestion", "--logs", logs_dir,
+                              "--one", str(n), "--range-bytes", str(args.range_bytes)],
+                             cwd=_ROOT, check=True, capture_output=True, text=True).stdout
+        run = json.loads(out.strip().splitlines()[-1])
+        run["load_average_before"] = [round(x, 2) for x in load]
+        runs.append(run)
+        print(f"{n} worker(s): {run['rows_per_s']} rows/s ({run['wall_s']} s)", flush=True)
+    first = runs[0]["counts"]
+    assert all(r["counts"] == first for r in runs), "counts differ between worker counts"
+    result = {
+        "bench": "ingestion", "logs": _rel(args.logs), "max_rows_per_file": args.max_rows_per_file,
+        "read_range_bytes": args.range_bytes,
+        "cpu_count": os.cpu_count(), "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "note": "shared 2-core machine, busy with other jobs: treat times as upper bounds",
+        "runs": runs,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {_rel(args.out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""One user's examples: window, duplicates, leakage-free histories, splits (pure Python).
+
+Runs after the GroupByKey on ``user_id`` (beam_pipeline.py), so only one user's rows
+are in memory at a time. Steps, in order:
+
+1. sort the user's good rows by ``(time_ms, file, byte offset)`` (deterministic ties);
+2. rows dated outside the date window (date_window.py) -> bad ``out_of_window:date``;
+3. exact duplicate rows (same text in every column) -> ``duplicate_rule``
+   (row_rules.py): 'drop' keeps the first copy and counts the others,
+   'dead_letter' makes the copies bad rows ``duplicate_row``, 'keep' keeps all;
+4. histories of the remaining rows (history.build_histories: strictly earlier events);
+5. each row -> a tf.Example of its date's split, or history-only (a date in no split).
+
+Steps 2-3 happen before 4, so an out-of-window or duplicate row never enters a history.
+Yields ``(tag, payload)``: ``(BAD, (reason, GoodRow))``, ``(DROPPED, rule)``,
+``(HISTORY_ONLY, date)`` or ``(split, serialized tf.Example)``.
+"""
+from typing import Dict, Iterable, Iterator, NamedTuple, Optional, Tuple
+
+from components.log_example_gen import history as history_lib
+from components.log_example_gen import parsing
+
+BAD = "bad"
+DROPPED = "dropped"
+HISTORY_ONLY = "history_only"
+DUPLICATE_ROW = "duplicate_row"
+OUT_OF_WINDOW = "out_of_window:date"
+
+
+class GoodRow(NamedTuple):
+    """A parsed, validated, joinable log row and where it came from."""
+    time_ms: int
+    source: str
+    offset: int
+    line: int
+    row: parsing.LogRow
+    text: str  # the raw record (dead letters) and, trimmed, the duplicate key
+
+    def duplicate_key(self) -> str:
+        return ",".join(f.strip() for f in (parsing.split_csv_line(self.text) or [self.text]))
+
+
+def build_user_examples(rows: Iterable[GoodRow], user: dict, videos: Dict[int, dict],
+                        window: Iterable[int], split_of_date: Dict[int, Optional[str]],
+                        duplicate_rule: str, history_length: int,
+                        min_watch_s: float) -> Iterator[Tuple[str, object]]:
+    """See the module doc."""
+    inside = set(window)
+    kept = []
+    same_time: list = []  # rows kept at the current time_ms (exact duplicates share it)
+    keys: Optional[set] = None  # their duplicate keys, computed only when a time repeats
+    for g in sorted(rows, key=lambda r: (r.time_ms, r.source, r.offset)):
+        if g.row.date not in inside:
+            yield BAD, (OUT_OF_WINDOW, g)
+            continue
+        if duplicate_rule != "keep":
+            if not same_time or same_time[0].time_ms != g.time_ms:
+                same_time, keys = [], None
+            elif keys is None:
+                keys = {r.duplicate_key() for r in same_time}
+            if keys is not None:
+                key = g.duplicate_key()
+                if key in keys:
+                    yield (DROPPED, DUPLICATE_ROW) if duplicate_rule == "drop" else (BAD, (DUPLICATE_ROW, g))
+                    continue
+                keys.add(key)
+            same_time.append(g)
+        kept.append(g.row)
+    events = [history_lib.HistoryEvent(
+        time_ms=r.time_ms, video_id=r.video_id, author_id=videos[r.video_id]["author_id"],
+        is_click=r.is_click, watch_time_s=r.play_time_ms / 1000.0) for r in kept]
+    histories = history_lib.build_histories(events, history_length, min_watch_s)
+    for row, hist in zip(kept, histories):
+        split = split_of_date.get(row.date)
+        if split is None:
+            yield HISTORY_ONLY, row.date
+            continue
+        feats = parsing.example_features(row, user, videos[row.video_id], hist)
+        yield split, parsing.to_tf_example(feats).SerializeToString()
