@@ -19,21 +19,25 @@ days but the last, validation = last train day, eval = eval days). Methods:
 - ``cread_equal_frequency``, ``cread_equal_width``, ``cread_ead``: CREAD with the
   α = 0, equal-width and chosen EAD candidates of the Transform asset (never
   recomputed), restoration = configs.CREAD["restoration"];
-- ``cqe_cde``, ``cqe_cse``: one CQE model, CDE (eq. 8) and CSE (t_0.25) point estimates;
-- ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/watch_time/d2q.py): the
-  model regresses the watch time's percentile within its equal-frequency duration
-  group (D2Q_GROUPS, on the train split; the transformed duration is a monotone map
-  of seconds, so it gives the same groups), mapped back with the group's quantile
-  function.
+- ``cqe_cde``, ``cqe_cse``: one CQE model (configs.CQE), CDE (eq. 8) and CSE (t_0.25), with
+  the split-conformal offsets fitted on the validation split (models/watch_time/conformal.py;
+  ``*_raw`` fields: before them); variants (BENCH_METHODS, CQE_VARIANTS): ``cqe_shared``
+  (the head before #13: on the shared layers, pinball in seconds), ``cqe_tower_seconds``,
+  ``cqe_sum`` (sum-over-batch pinball), ``cqe_d2q`` (quantiles of D2Q's in-group percentile,
+  mapped back through each duration group's quantile function);
+- ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/watch_time/d2q.py), the
+  in-group percentile regressed and mapped back (D2Q_GROUPS groups of the train split);
+- ``cread_sweep``: CREAD with equal-frequency vs EAD thresholds at the (M, beta) of SWEEP.
 
-Per method: mae (s), xauc, click_auc (of the multi-task click head),
-coverage_error = mean_τ |P(y <= t_τ) − τ| over
-τ ∈ {0.1, ..., 0.9} (CQE only), and the ``ead`` block (α, β, M, thresholds, J of
-every candidate, from the transform graph asset). The ``simulator`` block repeats
-the methods on simulated logs (data/simulator/; BENCH_SIM_* sizes) and adds the
-error against the true conditional mean (mae_vs_true_mean) and true quantiles
-(CQE: mean |t̂_τ − t_τ| at τ ∈ {0.1, 0.25, 0.5, 0.75, 0.9}), plus the restoration
-bias of both CREAD rules fed the TRUE survival function at each threshold set
+Per method: mae (s), xauc, xgauc (per-user XAUC, impression-weighted; users with one label
+value skipped), mean_calibration_gap (sum_b n_b |mean pred_b - mean y_b| / n over prediction
+deciles: the E[y] error that real logs can measure), click_auc (of the multi-task click
+head), coverage_error = mean_τ |P(y <= t_τ) − τ| over τ ∈ {0.1, ..., 0.9} (CQE only), and
+the ``ead`` block (α, β, M, thresholds, J of every candidate, from the transform graph
+asset). The ``simulator`` block repeats the methods on simulated logs (data/simulator/;
+BENCH_SIM_* sizes) and adds the error against the true conditional mean (mae_vs_true_mean)
+and true quantiles (CQE: mean |t̂_τ − t_τ| at τ ∈ {0.1, 0.25, 0.5, 0.75, 0.9}), plus the
+restoration bias of both CREAD rules fed the TRUE survival function at each threshold set
 (cread.restoration_bias: isolates discretization from learning error).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_RANKER, BENCH_EPOCHS (1), BENCH_BATCH_SIZE
@@ -41,7 +45,8 @@ Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_RANKER, BENCH_EPOCHS (1), BENCH_BATCH_SI
 BENCH_SIM_USERS/VIDEOS/DAYS (400/300/6), BENCH_SIM_EPOCHS (5: the simulated data
 are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL (0:
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
-BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE).
+BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE),
+BENCH_TRAIN_ROWS (0 = all: a random subset of the real train split, for bounded runs).
 """
 import os
 
@@ -58,9 +63,11 @@ from components.log_example_gen.time_split import parse_days  # noqa: E402
 
 from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,  # noqa: E402
                                  run_example_gen_and_transform)
+from bench.watchtime_variants import CQE_VARIANTS, cqe_predictions, expand_methods, sweep_thresholds  # noqa: E402
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
-           "d2q")
+           "d2q", "cqe_shared", "cqe_tower_seconds", "cqe_sum", "cqe_d2q", "cread_sweep")
+DEFAULT_METHODS = METHODS[:8]  # the table; the #13 diagnostics (CQE variants, EAD sweep) by BENCH_METHODS
 D2Q_GROUPS = 30  # duration groups (Zhan et al. 2022 use 30 on KuaiRand-like data)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
 SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator/ QUANTILE_LEVELS
@@ -95,9 +102,11 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 
         train_y, n_eval = data[1], len(next(iter(data[4].values())))
         taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
+        mean, q = np.full(n_eval, float(np.mean(train_y["watch_time_s"]))), np.tile(
+            np.quantile(train_y["watch_time_s"], taus), (n_eval, 1))
         return {"train_seconds": 0.0, "click_prob": np.full(n_eval, float(np.mean(train_y["click_prob"]))),
-                "marginal_mean": np.full(n_eval, float(np.mean(train_y["watch_time_s"]))),
-                "quantiles": np.tile(np.quantile(train_y["watch_time_s"], taus), (n_eval, 1))}
+                "marginal_mean": mean, "quantiles": q, "quantiles_raw": q, "raw_cde": mean,
+                "offsets": np.zeros(taus.size), "extra": {}}
     import tensorflow as tf
     import tf_keras as keras
 
@@ -112,23 +121,34 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     config = configs.trainer_config(
         ranker, history_length=history_length, ranking_score="click_prob", watch_head="regression",
         loss_weight_cqe=float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)))
-    heads, thresholds = None, None
+    heads, thresholds, extra = None, None, {}
     d2q = None
-    if method == "wlr":
+    from models import features as F
+    from models.watch_time.d2q import D2Q
+
+    duration_key = F.transformed_name("duration_s")
+    if method in ("d2q", "cqe_d2q"):
+        d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
+    if method in CQE_VARIANTS:
+        config = config.replace(watch_head="cqe", cqe=dict(configs.CQE, **CQE_VARIANTS[method]))
+        if method == "cqe_d2q":  # the quantiles of the in-group percentile, mapped back per group
+            heads = [H.ClickHead(), H.CqeWatchHead(**config.cqe, provides_watch_time=False),
+                     H.RankingScoreHead("click_prob")]
+    elif method.startswith("cread_e") and method not in ("cread_equal_frequency", "cread_equal_width"):
+        config = config.replace(watch_head="cread")
+        if method == "cread_ead":
+            thresholds = report.thresholds
+        else:
+            thresholds, extra = sweep_thresholds(method, data[1]["watch_time_s"])
+    elif method == "wlr":
         heads = [H.ClickHead(), H.WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
                  H.RankingScoreHead("click_prob")]
     elif method == "d2q":
-        from models import features as F
-        from models.watch_time.d2q import D2Q
-
-        duration_key = F.transformed_name("duration_s")
-        d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
         heads = [H.ClickHead(), H.D2qPercentileHead(), H.RankingScoreHead("click_prob")]
     elif method.startswith("cread"):
         config = config.replace(watch_head="cread")
         thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
-                      "cread_equal_width": _candidate(report, "equal_width"),
-                      "cread_ead": report.thresholds}[method]
+                      "cread_equal_width": _candidate(report, "equal_width")}[method]
     else:
         config = config.replace(watch_head=method)
     model = build_ranker(config, sizes, heads=heads, ead_thresholds=thresholds)
@@ -137,7 +157,8 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     def labels(x, y):
         out = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
         if d2q is not None:
-            out["d2q_percentile"] = d2q.percentile(x[duration_key], y["watch_time_s"]).astype(np.float32)
+            p = d2q.percentile(x[duration_key], y["watch_time_s"]).astype(np.float32)
+            out["quantiles" if method == "cqe_d2q" else "d2q_percentile"] = p
         return out
 
     train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_x, train_y)))
@@ -146,11 +167,9 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     t0 = time.time()
     fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
     pred = model.predict(eval_x, batch_size=4096, verbose=0)
-    out = {"train_seconds": time.time() - t0, "click_prob": pred["click_prob"].reshape(-1)}
-    if method == "cqe":
-        out["cqe_cde"] = pred["cde"].reshape(-1)
-        out["cqe_cse"] = pred["cse"].reshape(-1)
-        out["quantiles"] = pred["quantiles"]
+    out = {"train_seconds": time.time() - t0, "click_prob": pred["click_prob"].reshape(-1), "extra": extra}
+    if method in CQE_VARIANTS:
+        out.update(cqe_predictions(method, model, d2q, (duration_key, val_x, val_y, eval_x), pred))
     elif method == "d2q":
         out["d2q"] = d2q.watch_time(eval_x[duration_key], pred["d2q_percentile"].reshape(-1))
     else:
@@ -159,32 +178,45 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 
 
 def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
-                     tag, truth=None):
-    """Records of every method on one data set (truth: optional simulator ground truth)."""
+                     tag, user_ids, truth=None, records=None, on_record=lambda: None):
+    """Records of every method on one data set (truth: optional simulator ground truth),
+    appended to `records` (on_record() after each: the bench writes partial results)."""
     from models.evaluation import metrics
     from models.watch_time import cqe
     from pipeline import configs
 
     y = eval_y["watch_time_s"].reshape(-1).astype(np.float64)
     taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
-    records = []
-    for method in methods:
+    records = [] if records is None else records
+
+    def coverage(q):
+        q_eval = at_levels(q, taus)  # share(y <= t_tau): above tau = quantiles too high
+        return (round(metrics.mean_coverage_error(y, q_eval, COVERAGE_TAUS), 5),
+                {str(t): round(float(c), 4) for t, c in zip(COVERAGE_TAUS,
+                                                            metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))})
+
+    for method in expand_methods(methods):
         res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length)
         for name, pred in res.items():
-            if name in ("train_seconds", "quantiles", "click_prob"):
+            if name in ("train_seconds", "quantiles", "click_prob", "quantiles_raw", "raw_cde", "offsets", "extra"):
                 continue
             pred = np.asarray(pred, np.float64)
+            xg = metrics.xgauc(user_ids, y, pred)
+            calib = metrics.mean_calibration_by_bin(y, pred, 10)
             rec = {"method": name, "mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
+                   "xgauc": round(xg["xgauc"], 5), "xgauc_users": xg["num_users_used"],
+                   "mean_calibration_gap": round(calib["mean_abs_gap"], 4),  # by prediction decile, seconds
                    "coverage_error": None,
                    "click_auc": round(metrics.auc(eval_y["click_prob"].reshape(-1), res["click_prob"]), 5),
                    "mean_prediction": round(float(pred.mean()), 4),
-                   "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1)}
+                   "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1),
+                   **res["extra"]}
             if "quantiles" in res:
-                q_eval = at_levels(res["quantiles"], taus)
-                rec["coverage_error"] = round(metrics.mean_coverage_error(y, q_eval, COVERAGE_TAUS), 5)
-                rec["coverage_by_tau"] = {  # share(y <= t_tau): above tau = quantiles too high
-                    str(t): round(float(c), 4)
-                    for t, c in zip(COVERAGE_TAUS, metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))}
+                rec["coverage_error"], rec["coverage_by_tau"] = coverage(res["quantiles"])
+                rec["coverage_error_raw"], rec["coverage_by_tau_raw"] = coverage(res["quantiles_raw"])
+                rec["mae_raw_cde"] = round(metrics.mae(y, res["raw_cde"]), 4)
+                rec["conformal_offsets_at_deciles"] = [round(float(np.interp(t, taus, res["offsets"])), 3)
+                                                       for t in COVERAGE_TAUS]
             if truth is not None:
                 rec["mae_vs_true_mean"] = round(float(np.mean(np.abs(pred - truth["mean"]))), 4)
                 if "quantiles" in res:
@@ -194,6 +226,7 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                         for i, t in enumerate(SIM_TRUTH_TAUS)}
             records.append(rec)
             print(f"[bench-watchtime] {tag} " + json.dumps(rec), flush=True)
+        on_record()
     return records
 
 
@@ -207,9 +240,12 @@ def prepare(logs, work, train_days, eval_days, history_length):
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
     report = ead_analyzer.read_ead_result(tft_output)
-    (train_x, train_y, val_x, val_y), (eval_x, eval_y, _, _, _), info = load_splits(
-        examples_dir, tft_output, history_length)
-    info = dict(info, logs=os.path.abspath(logs), eval_days=eval_days)
+    splits, _, info = load_splits(examples_dir, tft_output, history_length)
+    (train_x, train_y, _), (val_x, val_y, _), (eval_x, eval_y, _) = (splits[k] for k in ("train", "validation",
+                                                                                        "eval"))
+    path = os.path.abspath(logs)
+    info = dict(info, logs=("<tmp>" + path[len("/tmp"):]) if path.startswith("/tmp/") else os.path.relpath(path, ROOT),
+                eval_days=eval_days)
     return (vocab_sizes(tft_output), report, (train_x, train_y, val_x, val_y, eval_x), eval_y,
             eval_keys(examples_dir), info)
 
@@ -258,7 +294,8 @@ def main() -> int:
     from pipeline import configs
 
     logs = os.environ.get("LOGS") or DEFAULT_LOGS
-    methods = [m.strip() for m in (os.environ.get("BENCH_METHODS") or ",".join(METHODS)).split(",") if m.strip()]
+    methods = [m.strip() for m in (os.environ.get("BENCH_METHODS") or ",".join(DEFAULT_METHODS)).split(",")
+               if m.strip()]
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown BENCH_METHODS {sorted(unknown)}; known: {METHODS}")
@@ -268,10 +305,12 @@ def main() -> int:
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "watchtime.json")
     h = configs.HISTORY_LENGTH
     result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
+              "load_average_start": [round(x, 2) for x in os.getloadavg()],
               "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
               "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS)}
 
     def write():
+        result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
         os.makedirs(os.path.dirname(out_path), exist_ok=True)
         with open(out_path + ".tmp", "w") as f:
             json.dump(result, f, indent=1)
@@ -286,10 +325,15 @@ def main() -> int:
     elif glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
         train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
         eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
-        sizes, report, data, eval_y, _, info = prepare(logs, os.path.join(work, "real"), train_days, eval_days, h)
+        sizes, report, data, eval_y, keys, info = prepare(logs, os.path.join(work, "real"), train_days, eval_days, h)
+        rows = int(os.environ.get("BENCH_TRAIN_ROWS", "0"))
+        if 0 < rows < info["train_examples"]:  # a bounded run: a random subset of the train split
+            pick = np.sort(np.random.default_rng(0).choice(info["train_examples"], rows, replace=False))
+            data = ({k: v[pick] for k, v in data[0].items()}, {k: v[pick] for k, v in data[1].items()}) + data[2:]
+            info = dict(info, train_examples_used=rows)
         result["real"] = {"data": info, "ead": ead_block(report), "methods": []}
-        result["real"]["methods"] = evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size,
-                                                     h, "real")
+        evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h, "real", keys["user_id"],
+                         records=result["real"]["methods"], on_record=write)
         write()
     else:
         print(f"[bench-watchtime] no logs in {logs}: real-data block skipped", file=sys.stderr)
@@ -319,18 +363,21 @@ def main() -> int:
         sim_epochs = int(os.environ.get("BENCH_SIM_EPOCHS", "5"))
         result["simulator"] = {"data": info, "epochs": sim_epochs, "ead": ead_block(report),
                                "restoration_bias_true_survival": restoration_bias_on_simulator(report),
-                               "methods": evaluate_methods(methods, report, sizes, data, eval_y, sim_epochs,
-                                                           batch_size, h, "sim", truth=sim_truth)}
+                               "methods": []}
+        evaluate_methods(methods, report, sizes, data, eval_y, sim_epochs, batch_size, h, "sim", keys["user_id"],
+                         truth=sim_truth, records=result["simulator"]["methods"], on_record=write)
         write()
 
     for block in ("real", "simulator"):
         if block not in result:
             continue
-        print(f"\n[{block}] {'method':<24}{'mae':>9}{'xauc':>8}{'cov_err':>9}"
+        print(f"\n[{block}] {'method':<24}{'mae':>9}{'xauc':>8}{'xgauc':>8}{'calib':>8}{'cov_err':>9}{'raw':>8}"
               + (f"{'mae_vs_E':>10}" if block == "simulator" else ""))
         for r in result[block]["methods"]:
             cov = "-" if r["coverage_error"] is None else f"{r['coverage_error']:.4f}"
-            print(f"{'':>{len(block) + 3}}{r['method']:<24}{r['mae']:>9.3f}{r['xauc']:>8.4f}{cov:>9}"
+            raw = f"{r['coverage_error_raw']:.4f}" if "coverage_error_raw" in r else "-"
+            print(f"{'':>{len(block) + 3}}{r['method']:<24}{r['mae']:>9.3f}{r['xauc']:>8.4f}{r['xgauc']:>8.4f}"
+                  f"{r['mean_calibration_gap']:>8.2f}{cov:>9}{raw:>8}"
                   + (f"{r['mae_vs_true_mean']:>10.3f}" if block == "simulator" else ""))
     print(f"[bench-watchtime] wrote {out_path} ({time.time() - t0:.0f}s)")
     return 0

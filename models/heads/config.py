@@ -21,7 +21,8 @@ def default_heads():
 
 
 CREAD_KEYS = ("restoration", "phi0", "lambda_ce", "lambda_restore", "lambda_ord", "huber_delta")
-CQE_KEYS = ("num_quantiles", "tau_low", "tau_high", "default_k", "increment")
+CQE_KEYS = ("num_quantiles", "tau_low", "tau_high", "default_k", "increment", "tower_units", "stop_gradient",
+            "loss_space", "batch_reduction", "conformal")
 
 
 def _settings(config, name: str, keys) -> dict:

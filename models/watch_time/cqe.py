@@ -25,8 +25,23 @@ Point estimates derived from the quantiles (CQE paper):
       CDE = (sum_{i=1..N} t_tau_i + (t_tau_1 + t_tau_N) / 2) / (N + 1)
 
 Loss: pinball (quantile) loss ``rho_tau(u) = u (tau - 1(u < 0))`` with
-``u = y - t_tau``, summed over the N levels and averaged over the batch. Its
-gradient w.r.t. ``t_tau`` is ``1(y < t_tau) - tau`` (at u = 0 we use ``-tau``).
+``u = y - t_tau``, summed over the N levels and averaged over the batch (``reduction
+= "sum"``: summed over the batch, as the CQE authors' snippet). Its gradient w.r.t.
+``t_tau`` is ``1(y < t_tau) - tau`` (at u = 0 we use ``-tau``). ``space = "log1p"``
+scores ``u = log1p(y) - log1p(t_tau)`` instead: log1p is increasing, so the
+tau-quantile of log1p(y) is log1p of the tau-quantile of y and the minimiser is the
+same conditional quantile, while the head works on a scale of 0..6 instead of
+0..300 s (one epoch of Adam at lr 1e-3 cannot move a linear layer to seconds).
+
+Optional quantile tower (issue #13): ``h' = MLP(stop_gradient(h))`` when
+``stop_gradient``, so the pinball loss trains only the tower and cannot pull the
+shared layers away from the click head (its weight then only scales the tower's own
+gradients, which Adam normalises away).
+
+Split-conformal offsets (models/watch_time/conformal.py, CQR): a non-trainable weight
+``conformal_offsets`` o [N], zero until the Trainer fits it on the validation split;
+served quantiles are ``q_i = max_{j <= i} max(t_i + o_i, 0)`` (monotone, >= 0; the
+identity while o = 0) and CSE / DQC / CDE are computed from q.
 """
 from __future__ import annotations
 
@@ -81,6 +96,29 @@ def pinball_loss_per_example(y_true, quantiles, taus):
     return tf.reduce_sum(u * (tau - tf.cast(u < 0, q.dtype)), axis=-1)
 
 
+def pinball_loss_log1p_per_example(y_true, quantiles, taus):
+    """``sum_i rho_{tau_i}(log1p(y) - log1p(t_i))`` ``[batch]`` (same minimiser: log1p is
+    increasing; quantiles clipped at 0 first)."""
+    q = tf.convert_to_tensor(quantiles)
+    y = tf.math.log1p(tf.maximum(tf.cast(y_true, q.dtype), 0.0))
+    return pinball_loss_per_example(y, tf.math.log1p(tf.maximum(q, 0.0)), taus)
+
+
+def running_max(x):
+    """``out[..., i] = max_{j <= i} x[..., j]`` with standard ops (log2(N) shifted maxima)."""
+    n = x.shape[-1]
+    shift = 1
+    while shift < n:
+        pad = tf.fill(tf.concat([tf.shape(x)[:-1], [shift]], 0), tf.constant(-np.inf, x.dtype))
+        x = tf.maximum(x, tf.concat([pad, x[..., :n - shift]], axis=-1))
+        shift *= 2
+    return x
+
+
+SPACES = ("seconds", "log1p")
+REDUCTIONS = ("mean", "sum")
+
+
 def pinball_loss(y_true, quantiles, taus):
     """Scalar pinball loss: mean over the batch of :func:`pinball_loss_per_example`."""
     return tf.reduce_mean(pinball_loss_per_example(y_true, quantiles, taus))
@@ -90,16 +128,28 @@ def pinball_loss(y_true, quantiles, taus):
 class PinballLoss(keras.losses.Loss):
     """Keras pinball loss on ``y_pred = quantiles [batch, N]`` at ``tau_i = i/(N+1)``."""
 
-    def __init__(self, num_quantiles: int = 100, name: str = "pinball_loss", **kwargs):
+    def __init__(self, num_quantiles: int = 100, space: str = "seconds", batch_reduction: str = "mean",
+                 name: str = "pinball_loss", **kwargs):
+        if space not in SPACES:
+            raise ValueError(f"space must be one of {SPACES}, got {space!r}")
+        if batch_reduction not in REDUCTIONS:
+            raise ValueError(f"batch_reduction must be one of {REDUCTIONS}, got {batch_reduction!r}")
+        if "reduction" not in kwargs and batch_reduction == "sum":
+            kwargs["reduction"] = keras.losses.Reduction.SUM
         super().__init__(name=name, **kwargs)
         self.num_quantiles = int(num_quantiles)
         self.taus = quantile_levels(self.num_quantiles)
+        self.space, self.batch_reduction = space, batch_reduction
 
     def call(self, y_true, y_pred):
-        return pinball_loss_per_example(y_true, y_pred, self.taus)
+        fn = pinball_loss_log1p_per_example if self.space == "log1p" else pinball_loss_per_example
+        return fn(y_true, y_pred, self.taus)
 
     def get_config(self):
-        return {**super().get_config(), "num_quantiles": self.num_quantiles}
+        config = {**super().get_config(), "num_quantiles": self.num_quantiles, "space": self.space,
+                  "batch_reduction": self.batch_reduction}
+        config.pop("reduction", None)  # implied by batch_reduction
+        return config
 
 
 @keras.saving.register_keras_serializable(package="watchtime_ranker")
@@ -122,6 +172,7 @@ class CqeHead(keras.layers.Layer):
 
     def __init__(self, num_quantiles: int = 100, increment: str = "softplus",
                  tau_low: float = 0.25, tau_high: float = 0.7, default_k: float = 0.5,
+                 tower_units=(), stop_gradient: bool = False,
                  kernel_initializer="glorot_uniform", kernel_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         self.taus = quantile_levels(num_quantiles)
@@ -144,6 +195,33 @@ class CqeHead(keras.layers.Layer):
         self.increments = keras.layers.Dense(
             self.num_quantiles - 1, kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer, name="increments")
+        self.tower_units = [int(u) for u in tower_units]
+        if any(u < 1 for u in self.tower_units):
+            raise ValueError(f"tower_units must be positive, got {self.tower_units}")
+        self.stop_gradient = bool(stop_gradient)
+        self.tower = [keras.layers.Dense(u, activation="relu", name=f"tower_{i}",
+                                         kernel_initializer=clone_initializer(self.kernel_initializer),
+                                         kernel_regularizer=self.kernel_regularizer)
+                      for i, u in enumerate(self.tower_units)]
+
+    def build(self, input_shape):
+        # split-conformal offsets (conformal.py): set by the Trainer, never by gradients
+        self.conformal_offsets = self.add_weight(name="conformal_offsets", shape=(self.num_quantiles,),
+                                                 initializer="zeros", trainable=False)
+        # record for the model report: coverage of each level on the calibration split
+        # before (row 0) and after (row 1) the offsets; not used in call
+        self.conformal_coverage = self.add_weight(name="conformal_coverage", shape=(2, self.num_quantiles),
+                                                  initializer="zeros", trainable=False)
+        super().build(input_shape)
+
+    def set_conformal_offsets(self, offsets, coverage_before=None, coverage_after=None):
+        offsets = np.asarray(offsets, np.float32).reshape(-1)
+        if offsets.shape != (self.num_quantiles,) or not np.all(np.isfinite(offsets)):
+            raise ValueError(f"need {self.num_quantiles} finite offsets, got shape {offsets.shape}")
+        self.conformal_offsets.assign(offsets)
+        if coverage_before is not None:
+            self.conformal_coverage.assign(np.stack([np.asarray(coverage_before, np.float32),
+                                                     np.asarray(coverage_after, np.float32)]))
 
     def _interp(self, q, iw):
         i, w = iw
@@ -151,9 +229,15 @@ class CqeHead(keras.layers.Layer):
 
     def call(self, hidden, k=None):
         act = tf.nn.softplus if self.increment == "softplus" else tf.nn.relu
+        if self.stop_gradient:
+            hidden = tf.stop_gradient(hidden)
+        for layer in self.tower:
+            hidden = layer(hidden)
         base = tf.nn.softplus(self.base(hidden))  # [B, 1]
         d = act(self.increments(hidden))  # [B, N - 1]
         quantiles = tf.concat([base, base + tf.cumsum(d, axis=-1)], axis=-1)
+        offsets = tf.cast(self.conformal_offsets, quantiles.dtype)
+        quantiles = running_max(tf.nn.relu(quantiles + offsets))
         t_low = self._interp(quantiles, self._low)
         t_high = self._interp(quantiles, self._high)
         if k is None:
@@ -167,6 +251,7 @@ class CqeHead(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "num_quantiles": self.num_quantiles,
                 "increment": self.increment, "tau_low": self.tau_low, "tau_high": self.tau_high,
-                "default_k": self.default_k,
+                "default_k": self.default_k, "tower_units": list(self.tower_units),
+                "stop_gradient": self.stop_gradient,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer)}
