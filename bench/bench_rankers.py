@@ -13,14 +13,28 @@
 3. Per model (BENCH_MODELS, default lr,baseline,xdeepfm,din,bst; hyperparameters from
    pipeline/configs.py): builds it with run_fn.build_ranker, trains with
    run_fn.fit_ranker (up to BENCH_EPOCHS, validation click AUC each epoch, best epoch's
-   weights kept), scores the eval days (AUC, GAUC with users used/skipped, logloss;
-   models/evaluation/metrics.py), exports with run_fn.export_serving_model, reloads it with
+   weights kept), scores the validation and the eval days (AUC, per-user GAUC with users
+   used/skipped, request GAUC, frozen-state GAUC, logloss; models/evaluation/metrics.py and
+   request_metrics.py), exports with run_fn.export_serving_model, reloads it with
    tf.saved_model.load and times `serving_default` on requests of 100 candidates.
+   Every (model, batch size) runs once per seed; `summary` gives mean ± std over seeds.
+
+Request GAUC groups a user's impressions within BENCH_REQUEST_WINDOW_S (60) seconds;
+frozen-state GAUC re-scores every impression with the user's history frozen at the
+user's first impression of the split (request_metrics.frozen_state_rows). The
+`running_click_rate` record scores each impression by its history's click rate alone:
+the drift artefact of per-user GAUC, measured without a model.
+
+Variants: "din_dual" (DIN with dual_attention=True; the history scenes are rebuilt from
+the raw logs here, since LogExampleGen does not write hist_tab yet; no serving latency:
+the exported signature has no such input) and "din_scaled" (scaled target attention).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
-BENCH_EPOCHS (3), BENCH_BATCH_SIZE (256), BENCH_WORK (scratch dir, default
-/tmp/bench_rankers; the Transform output there is reused when its days match),
-BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200).
+BENCH_EPOCHS (3), BENCH_BATCH_SIZES (256,1024; the learning rate scales by
+sqrt(batch / 256)), BENCH_SEEDS (0,1,2), BENCH_MAX_TRAIN_ROWS (all; a subset for
+iteration), BENCH_STEPS_PER_EXECUTION (1), BENCH_REQUEST_WINDOW_S (60), BENCH_WORK
+(scratch dir, default /tmp/bench_rankers; the Transform output there is reused when its
+days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200).
 """
 import os
 
@@ -37,8 +51,12 @@ from components.log_example_gen.time_split import parse_days  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LOGS = os.path.join(os.path.dirname(ROOT), "shared", "data", "kuairand-pure")
-DEFAULT_MODELS = "lr,baseline,xdeepfm,din,bst"
+DEFAULT_MODELS = "lr,baseline,xdeepfm,din,bst,dcn,din_dual"
 NUM_CANDIDATES = 100
+VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
+            "din_scaled": ("din", {"attention_scoring": "scaled_dot"})}
+USER_STATE_KEYS = ("hist_video_id_xf", "hist_author_id_xf", "hist_is_click_xf", "hist_watch_time_s_xf",
+                   "hist_time_gap_s_xf", "hist_len_xf", "hist_mask_xf", "hist_tab_xf")
 
 
 def run_example_gen_and_transform(logs, work, train_days, eval_days):
@@ -90,7 +108,7 @@ def load_split(examples_dir, split, tft_output, history_length, batch=4096):
     from models import features as F
 
     files = sorted(glob.glob(os.path.join(examples_dir, f"Split-{split}", "*")))
-    needed = F.SERVING_RAW_FEATURES + F.LABELS + ["date", "user_id"]
+    needed = F.SERVING_RAW_FEATURES + F.LABELS + ["date", "user_id", "time_ms"]
     spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in needed}
     layer = tft_output.transform_features_layer()
 
@@ -98,35 +116,98 @@ def load_split(examples_dir, split, tft_output, history_length, batch=4096):
     def transform(serialized):
         raw = tf.io.parse_example(serialized, spec)
         out = layer({k: raw[k] for k in F.SERVING_RAW_FEATURES + F.LABELS})
-        return out, raw["date"], raw["user_id"]
+        return out, raw["date"], raw["user_id"], raw["time_ms"], raw["hist_video_id"]
 
-    parts, dates, users, serialized = [], [], [], []
+    parts, dates, users, times, hist_videos, serialized = [], [], [], [], [], []
     for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch):
-        out, date, user = transform(records)
+        out, date, user, time_ms, hist_video = transform(records)
         parts.append({k: v.numpy() for k, v in out.items()})
         dates.append(date.numpy())
         users.append(user.numpy())
+        times.append(time_ms.numpy())
+        hist_videos.append(hist_video.numpy())
         if len(serialized) < NUM_CANDIDATES:
             serialized += list(records.numpy()[:NUM_CANDIDATES - len(serialized)])
     data = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     labels = {"click_prob": data.pop(F.LABEL_CLICK).astype(np.float32),
               "watch_time_s": data.pop(F.LABEL_WATCH).astype(np.float32)}
-    return data, labels, np.concatenate(dates), np.concatenate(users), serialized
+    meta = {"date": np.concatenate(dates), "user": np.concatenate(users), "time_ms": np.concatenate(times),
+            "hist_video_id": np.concatenate(hist_videos)}
+    return data, labels, meta, serialized
 
 
 def load_splits(examples_dir, tft_output, history_length):
     """The pipeline's train / validation / eval splits (LogExampleGen: validation = the
-    last train day(s)) -> ((train_x, train_y, val_x, val_y), eval split as load_split
-    returns it, info)."""
-    train_x, train_y, train_dates, _, _ = load_split(examples_dir, "train", tft_output, history_length)
-    val_x, val_y, val_dates, _, _ = load_split(examples_dir, "validation", tft_output, history_length)
-    eval_split = load_split(examples_dir, "eval", tft_output, history_length)
-    eval_y = eval_split[1]
-    info = {"train_days": sorted({int(d) for d in train_dates}),
-            "validation_days": sorted({int(d) for d in val_dates}),
-            "train_examples": int(train_y["click_prob"].size), "validation_examples": int(val_y["click_prob"].size),
-            "eval_examples": int(eval_y["click_prob"].size)}
-    return (train_x, train_y, val_x, val_y), eval_split, info
+    last train day(s)) -> ({split: (x, y, meta)}, eval serialized rows, info)."""
+    splits, serialized = {}, None
+    for split in ("train", "validation", "eval"):
+        x, y, meta, rows = load_split(examples_dir, split, tft_output, history_length)
+        splits[split] = (x, y, meta)
+        serialized = rows
+    info = {"train_days": sorted({int(d) for d in splits["train"][2]["date"]}),
+            "validation_days": sorted({int(d) for d in splits["validation"][2]["date"]}),
+            **{f"{k}_examples": int(v[1]["click_prob"].size) for k, v in splits.items()}}
+    return splits, serialized, info
+
+
+def add_history_scenes(logs, splits, tft_output, history_length):
+    """Bench-only prototype of hist_tab: the scene (tab) of each history item, rebuilt from
+    the raw logs with LogExampleGen's rule (the user's strictly earlier events, most recent
+    first, ties by file order) as Transform's tab index (0 = padding). Checked against the
+    examples' hist_video_id; returns the fraction of history items that match."""
+    import pandas as pd
+
+    from pipeline import configs
+
+    files = sorted(glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)))
+    df = pd.concat([pd.read_csv(f, usecols=["user_id", "video_id", "time_ms", "tab"]) for f in files],
+                   ignore_index=True)
+    df = df.iloc[np.lexsort((np.arange(len(df)), df["time_ms"].values, df["user_id"].values))]
+    u, t = df["user_id"].values, df["time_ms"].values
+    n = len(df)
+    new_user = np.r_[True, u[1:] != u[:-1]]
+    user_start = np.maximum.accumulate(np.where(new_user, np.arange(n), 0))
+    group_start = np.maximum.accumulate(np.where(new_user | np.r_[True, t[1:] != t[:-1]], np.arange(n), 0))
+    vocab = {int(v): i + 1 for i, v in enumerate(tft_output.vocabulary_by_name("tab_vocab"))}
+    oov = len(vocab) + 1
+    tab_xf = np.array([vocab.get(int(v), oov) for v in df["tab"].values], np.int64)
+    video = df["video_id"].values
+    key = pd.Series(group_start, index=pd.MultiIndex.from_arrays([u, t]))
+    key = key[~key.index.duplicated()]
+    matched = total = 0
+    for x, _, meta in splits.values():
+        start = key.reindex(pd.MultiIndex.from_arrays([meta["user"], meta["time_ms"]])).values
+        found = ~np.isnan(start)
+        start = np.where(found, start, 0).astype(np.int64)
+        idx = start[:, None] - 1 - np.arange(history_length)[None, :]
+        mask = x["hist_mask_xf"] > 0
+        ok = found[:, None] & (idx >= user_start[start][:, None]) & mask
+        safe = np.clip(idx, 0, n - 1)
+        x["hist_tab_xf"] = np.where(ok, tab_xf[safe], 0).astype(np.int64)
+        matched += int(np.sum(ok & (video[safe] == meta["hist_video_id"])))
+        total += int(mask.sum())
+    return matched / max(total, 1)
+
+
+def click_rate_drift(splits, window_s):
+    """The history click rate alone as a score, per split: AUC, per-user, request and
+    frozen-state GAUC (the per-user GAUC artefact of a running per-user statistic)."""
+    from models.evaluation import metrics
+    from models.evaluation import request_metrics as R
+
+    out = {}
+    for split in ("validation", "eval"):
+        x, y, meta = splits[split]
+        m = x["hist_mask_xf"]
+        rate = (x["hist_is_click_xf"] * m).sum(1) / np.maximum(m.sum(1), 1) + 1e-9 * (m.sum(1) == 0)
+        yy = y["click_prob"].reshape(-1)
+        frozen = rate[R.frozen_state_rows(meta["user"], meta["time_ms"])]
+        out[split] = {"auc": round(metrics.auc(yy, rate), 5),
+                      "gauc": round(metrics.gauc(meta["user"], yy, rate)["gauc"], 5),
+                      "request_gauc": round(R.request_gauc(meta["user"], meta["time_ms"], yy, rate,
+                                                           window_s)["request_gauc"], 5),
+                      "frozen_gauc": round(metrics.gauc(meta["user"], yy, frozen)["gauc"], 5)}
+    return out
 
 
 class _TrainTimer:
@@ -170,12 +251,50 @@ def serving_latency_ms(export_dir, serialized, calls, history_length):
     return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
+def ranking_metrics(model, x, y, meta, window_s):
+    """AUC, per-user GAUC (users used/skipped), request GAUC, frozen-state GAUC, logloss."""
+    from models.evaluation import metrics
+    from models.evaluation import request_metrics as R
+
+    inputs = {k: x[k] for k in model.input_names}
+    pred = model.predict(inputs, batch_size=4096, verbose=0)
+    p = np.clip(pred["click_prob"].reshape(-1).astype(np.float64), 1e-7, 1 - 1e-7)
+    rows = R.frozen_state_rows(meta["user"], meta["time_ms"])
+    frozen_x = {k: (v[rows] if k in USER_STATE_KEYS else v) for k, v in inputs.items()}
+    p_frozen = model.predict(frozen_x, batch_size=4096, verbose=0)["click_prob"].reshape(-1)
+    yy = y["click_prob"].reshape(-1)
+    g = metrics.gauc(meta["user"], yy, p)
+    r = R.request_gauc(meta["user"], meta["time_ms"], yy, p, window_s)
+    return {"auc": round(metrics.auc(yy, p), 5), "gauc": round(g["gauc"], 5),
+            "gauc_users_used": g["num_users_used"], "gauc_users_skipped": g["num_users_skipped"],
+            "request_gauc": round(r["request_gauc"], 5), "requests_used": r["num_requests_used"],
+            "frozen_gauc": round(metrics.gauc(meta["user"], yy, p_frozen)["gauc"], 5),
+            "logloss": round(metrics.logloss(yy, p), 5),
+            "calibration": round(float(p.mean() / yy.mean()), 4),
+            "watch_mae_s": round(metrics.mae(y["watch_time_s"], pred["watch_time_s"]), 3)}
+
+
+def summarize(records):
+    """mean ± std over seeds per (model, batch size)."""
+    out = []
+    keys = ("auc", "gauc", "request_gauc", "frozen_gauc", "logloss", "train_examples_per_sec")
+    for name, batch in dict.fromkeys((r["model"], r["batch_size"]) for r in records):
+        runs = [r for r in records if r["model"] == name and r["batch_size"] == batch]
+        row = {"model": name, "batch_size": batch, "seeds": [r["seed"] for r in runs]}
+        for split in ("validation", "eval"):
+            for k in keys:
+                v = np.array([r[split][k] if k in r[split] else r[k] for r in runs], np.float64)
+                row[f"{split}_{k}"] = [round(float(v.mean()), 5), round(float(v.std(ddof=1)) if v.size > 1 else 0.0, 5)]
+        row["serve_p99_ms_100"] = runs[0].get("serve_p99_ms_100")
+        out.append(row)
+    return out
+
+
 def main() -> int:
     import tensorflow as tf
     import tensorflow_transform as tft
     import tf_keras as keras
 
-    from models.evaluation import metrics
     from models.rankers import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import vocab_sizes
@@ -190,9 +309,14 @@ def main() -> int:
     eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
     if len(train_days) < 2:
         raise ValueError("TRAIN_DAYS needs at least two days (the last one validates)")
-    models = [m.strip() for m in (os.environ.get("BENCH_MODELS") or DEFAULT_MODELS).split(",") if m.strip()]
+    env_list = lambda name, default: [v.strip() for v in (os.environ.get(name) or default).split(",") if v.strip()]  # noqa: E731
+    models = env_list("BENCH_MODELS", DEFAULT_MODELS)
+    batch_sizes = [int(b) for b in env_list("BENCH_BATCH_SIZES", "256,1024")]
+    seeds = [int(v) for v in env_list("BENCH_SEEDS", "0,1,2")]
     epochs = int(os.environ.get("BENCH_EPOCHS", "3"))
-    batch_size = int(os.environ.get("BENCH_BATCH_SIZE", "256"))
+    max_rows = int(os.environ.get("BENCH_MAX_TRAIN_ROWS", "0"))
+    steps_per_execution = int(os.environ.get("BENCH_STEPS_PER_EXECUTION", "1"))
+    window_s = float(os.environ.get("BENCH_REQUEST_WINDOW_S", "60"))
     calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
     work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_rankers")
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "rankers.json")
@@ -201,73 +325,83 @@ def main() -> int:
     t0 = time.time()
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
-    (train_x, train_y, val_x, val_y), eval_split, info = load_splits(examples_dir, tft_output, history_length)
-    eval_x, eval_y, _, eval_users, serialized = eval_split
-    data_info = dict(info, logs=os.path.abspath(logs), eval_days=eval_days, history_length=history_length)
-    print(f"[bench-rankers] data ready in {time.time() - t0:.0f}s: {json.dumps(data_info)}", flush=True)
+    splits, serialized, info = load_splits(examples_dir, tft_output, history_length)
+    if any(VARIANTS.get(m, (m, {}))[1].get("dual_attention") for m in models):
+        info["hist_tab_match_rate"] = round(add_history_scenes(logs, splits, tft_output, history_length), 5)
+    train_x, train_y, _ = splits["train"]
+    if max_rows and max_rows < info["train_examples"]:
+        keep = np.random.default_rng(0).permutation(info["train_examples"])[:max_rows]
+        train_x, train_y = ({k: v[keep] for k, v in d.items()} for d in (train_x, train_y))
+    n_train = int(train_y["click_prob"].size)
+    data_info = dict(info, logs=os.path.relpath(os.path.abspath(logs), ROOT), eval_days=eval_days, history_length=history_length, train_rows_used=n_train,
+                     request_window_s=window_s)
+    drift = click_rate_drift(splits, window_s)
+    print(f"[bench-rankers] data ready in {time.time() - t0:.0f}s: {json.dumps(data_info)}\n"
+          f"[bench-rankers] history click rate as a score: {json.dumps(drift)}", flush=True)
 
     sizes = vocab_sizes(tft_output)
-    n_train = data_info["train_examples"]
     records = []
-    for model_type in models:
-        keras.backend.clear_session()
-        tf.random.set_seed(0)
-        config = configs.trainer_config(model_type, watch_head="regression")  # the click benchmark
-        model = build_ranker(config, sizes)
-        train_ds = (tf.data.Dataset.from_tensor_slices((train_x, train_y))
-                    .shuffle(n_train, seed=0, reshuffle_each_iteration=True)
-                    .batch(batch_size).prefetch(2))
-        val_ds = tf.data.Dataset.from_tensor_slices((val_x, val_y)).batch(4096)
-        timer = _TrainTimer()
-        history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=[timer.callback])
-        val_auc = history.history.get("val_click_prob_auc", [])
-        best_epoch = int(np.argmax(val_auc)) + 1 if val_auc else 1
-        pred = model.predict(eval_x, batch_size=4096, verbose=0)
-        p = np.clip(pred["click_prob"].reshape(-1).astype(np.float64), 1e-7, 1 - 1e-7)
-        y = eval_y["click_prob"].reshape(-1)
-        g = metrics.gauc(eval_users, y, p)
-        export_dir = os.path.join(work, "export", model_type)
-        tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
-        export_serving_model(model, tft_output, history_length, export_dir)
-        p50, p99 = serving_latency_ms(export_dir, serialized, calls, history_length)
-        record = {
-            "model": model_type,
-            "auc": round(metrics.auc(y, p), 5),
-            "gauc": round(g["gauc"], 5),
-            "gauc_users_used": g["num_users_used"],
-            "gauc_users_skipped": g["num_users_skipped"],
-            "gauc_impressions_used": g["num_impressions_used"],
-            "logloss": round(metrics.logloss(y, p), 5),
-            "watch_mae_s": round(metrics.mae(eval_y["watch_time_s"], pred["watch_time_s"]), 3),
-            "train_examples_per_sec": round(n_train * timer.epochs / max(timer.seconds, 1e-9), 1),
-            "serve_p50_ms_100": round(p50, 3),
-            "serve_p99_ms_100": round(p99, 3),
-            "params": int(model.count_params()),
-            "epochs_run": timer.epochs,
-            "best_epoch": best_epoch,
-            "validation_auc_per_epoch": [round(float(a), 5) for a in val_auc],
-            "batch_size": batch_size,
-            "ranker_params": config.ranker_params,
-            **data_info,
-        }
-        records.append(record)
-        print("[bench-rankers] " + json.dumps({k: record[k] for k in (
-            "model", "auc", "gauc", "gauc_users_used", "gauc_users_skipped", "logloss",
-            "train_examples_per_sec", "serve_p50_ms_100", "serve_p99_ms_100", "params",
-            "best_epoch", "validation_auc_per_epoch")}), flush=True)
-        os.makedirs(os.path.dirname(out_path), exist_ok=True)
-        tmp = out_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(records, f, indent=1)
-        os.replace(tmp, out_path)  # atomic: a partial run still leaves valid JSON
+    for name in models:
+        model_type, extra = VARIANTS.get(name, (name, {}))
+        for batch_size in batch_sizes:
+            for seed in seeds:
+                keras.backend.clear_session()
+                tf.random.set_seed(seed)
+                base = configs.trainer_config(model_type, watch_head="regression")  # the click benchmark
+                params = dict(base.ranker_params, **extra)
+                scale = float(np.sqrt(batch_size / 256.0))
+                if "learning_rate" in params:
+                    params["learning_rate"] *= scale
+                config = base.replace(ranker_params=params, learning_rate=base.learning_rate * scale,
+                                      batch_size=batch_size, seed=seed)
+                model = build_ranker(config, sizes)
+                if steps_per_execution > 1:
+                    model._configure_steps_per_execution(steps_per_execution)  # tf-keras compile() knob
+                inputs = lambda x: {k: x[k] for k in model.input_names}  # noqa: E731
+                train_ds = (tf.data.Dataset.from_tensor_slices((inputs(train_x), train_y))
+                            .shuffle(n_train, seed=seed, reshuffle_each_iteration=True)
+                            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+                val_x, val_y, _ = splits["validation"]
+                val_ds = tf.data.Dataset.from_tensor_slices((inputs(val_x), val_y)).batch(4096)
+                timer = _TrainTimer()
+                history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=[timer.callback],
+                                     verbose=0)
+                val_auc = history.history.get("val_click_prob_auc", [])
+                record = {"model": name, "seed": seed, "batch_size": batch_size,
+                          "learning_rate": config.learning_rate,
+                          "validation": ranking_metrics(model, *splits["validation"], window_s),
+                          "eval": ranking_metrics(model, *splits["eval"], window_s),
+                          "train_examples_per_sec": round(n_train * timer.epochs / max(timer.seconds, 1e-9), 1),
+                          "params": int(model.count_params()), "epochs_run": timer.epochs,
+                          "best_epoch": int(np.argmax(val_auc)) + 1 if val_auc else 1,
+                          "validation_auc_per_epoch": [round(float(a), 5) for a in val_auc],
+                          "ranker_params": config.ranker_params, "steps_per_execution": steps_per_execution,
+                          "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
+                if seed == seeds[0] and "hist_tab_xf" not in model.input_names:
+                    export_dir = os.path.join(work, "export", name)
+                    tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
+                    export_serving_model(model, tft_output, history_length, export_dir)
+                    p50, p99 = serving_latency_ms(export_dir, serialized, calls, history_length)
+                    record.update(serve_p50_ms_100=round(p50, 3), serve_p99_ms_100=round(p99, 3))
+                records.append(record)
+                print("[bench-rankers] " + json.dumps({k: record[k] for k in (
+                    "model", "seed", "batch_size", "validation", "eval", "train_examples_per_sec",
+                    "best_epoch", "loadavg_after")}), flush=True)
+                os.makedirs(os.path.dirname(out_path), exist_ok=True)
+                tmp = out_path + ".tmp"
+                with open(tmp, "w") as f:
+                    json.dump({"data": data_info, "history_click_rate_as_score": drift,
+                               "machine": "2 cores shared with other jobs (load average per run)",
+                               "summary": summarize(records), "runs": records}, f, indent=1)
+                os.replace(tmp, out_path)  # atomic: a partial run still leaves valid JSON
 
-    print(f"\n{'model':<10}{'auc':>8}{'gauc':>8}{'users':>12}{'logloss':>9}{'ex/s':>9}"
-          f"{'p50ms':>8}{'p99ms':>8}{'params':>10}")
-    for r in records:
-        print(f"{r['model']:<10}{r['auc']:>8.4f}{r['gauc']:>8.4f}"
-              f"{r['gauc_users_used']:>6}/{r['gauc_users_used'] + r['gauc_users_skipped']:<5}"
-              f"{r['logloss']:>9.4f}{r['train_examples_per_sec']:>9.0f}{r['serve_p50_ms_100']:>8.2f}"
-              f"{r['serve_p99_ms_100']:>8.2f}{r['params']:>10}")
+    print(f"\n{'model':<11}{'batch':>6}{'val auc':>16}{'val gauc':>16}{'val rgauc':>16}{'val frozen':>16}"
+          f"{'eval auc':>16}{'eval rgauc':>16}{'ex/s':>14}")
+    fmt = lambda v: f"{v[0]:.4f}±{v[1]:.4f}".rjust(16)  # noqa: E731
+    for r in summarize(records):
+        print(f"{r['model']:<11}{r['batch_size']:>6}" + "".join(fmt(r[k]) for k in (
+            "validation_auc", "validation_gauc", "validation_request_gauc", "validation_frozen_gauc",
+            "eval_auc", "eval_request_gauc")) + f"{r['eval_train_examples_per_sec'][0]:>14.0f}")
     print(f"[bench-rankers] wrote {out_path} ({time.time() - t0:.0f}s)")
     return 0
 

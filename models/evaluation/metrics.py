@@ -380,3 +380,37 @@ def calibration(labels, preds) -> float:
     y, p = _1d(labels, "labels"), _1d(preds, "preds")
     _same_len(y, p)
     return float(p.sum() / y.sum()) if y.sum() != 0 else float("nan")
+
+
+# ----------------------------------------------------------------------------------
+# Watch-time estimate calibration (issue 13): does a head estimate E[y | x]? On real
+# logs E[y | x] is unknown; binning rows by their prediction and comparing the bin's
+# mean label with its mean prediction measures it (the regression analogue of a
+# reliability diagram). XGAUC (per-user XAUC) is `xgauc` above.
+
+
+def mean_calibration_by_bin(y_true, y_pred, num_bins: int = 10) -> Dict[str, object]:
+    """Mean calibration by quantile bin of the prediction (deciles by default).
+
+    Bin edges ``e_k`` = the k/B quantiles of ``y_pred`` (k = 1..B-1); row n is in bin
+    ``b_n = #{k : e_k <= p_n}`` (equal predictions share a bin, so the result does not
+    depend on row order; bins can be fewer or unequal under ties). Per non-empty bin:
+    ``pred_b`` = mean prediction, ``label_b`` = mean label. Returns ``mean_abs_gap`` =
+    ``sum_b n_b |pred_b - label_b| / n`` (0 for an unbiased E[y] estimator, large for
+    a median estimator on right-skewed labels), ``relative_gap`` = mean_abs_gap / mean
+    label, and the per-bin lists ``count``, ``pred``, ``label``.
+    """
+    y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
+    _same_len(y, p)
+    if int(num_bins) != num_bins or num_bins < 1:
+        raise ValueError(f"num_bins must be an integer >= 1, got {num_bins}")
+    edges = np.quantile(p, np.arange(1, int(num_bins)) / num_bins)
+    bins = np.searchsorted(edges, p, side="right")
+    count = np.bincount(bins, minlength=int(num_bins)).astype(np.float64)
+    used = count > 0
+    pred_b = np.bincount(bins, weights=p, minlength=int(num_bins))[used] / count[used]
+    label_b = np.bincount(bins, weights=y, minlength=int(num_bins))[used] / count[used]
+    gap = float(np.sum(count[used] * np.abs(pred_b - label_b)) / y.size)
+    mean_y = float(np.mean(y))
+    return {"mean_abs_gap": gap, "relative_gap": gap / mean_y if mean_y != 0 else float("nan"),
+            "count": count[used].astype(int).tolist(), "pred": pred_b.tolist(), "label": label_b.tolist()}

@@ -1,8 +1,11 @@
 """Target attention: DIN's local activation unit over the user's behaviour history.
 
 Zhou et al., "Deep Interest Network for Click-Through Rate Prediction", KDD 2018,
-§4.3, eq. (3) and Fig. 2.
+§4.3, eq. (3) and Fig. 2; ``scoring="scaled_dot"``: the scaled target attention of
+the seed (keys transformed by a learned W, logits / sqrt(d), softmax).
 """
+import math
+
 import tf_keras as keras
 import tensorflow as tf
 
@@ -10,6 +13,7 @@ from models.layers._utils import clone_initializer, masked_softmax, positive_int
 from models.layers.dice import Dice
 
 _ACTIVATIONS = ("dice", "prelu", "sigmoid", "relu")
+_SCORINGS = ("mlp", "scaled_dot")
 
 
 @keras.saving.register_keras_serializable(package="watchtime_ranker")
@@ -29,6 +33,17 @@ class TargetAttention(keras.layers.Layer):
     ``use_softmax=True`` the weights are a masked softmax over the valid items
     (sum to 1; all zero when a row has no valid item).
 
+    With ``scoring="scaled_dot"`` (the scaled target attention variant) the score is a
+    scaled dot product of the target with the keys transformed by a learned
+    ``W`` ``[D, D]``, always softmax-normalised over the valid items:
+
+    .. math::
+
+        w = \mathrm{softmax}_{i: m_i}\Big(\frac{t^\top W h_i}{\sqrt{D}}\Big), \qquad
+        v_U(t) = \sum_i w_i h_i
+
+    (the MLP arguments are then unused).
+
     Args:
         hidden_units: MLP hidden sizes, default ``(80, 40)`` (paper).
         activation: ``"dice"`` (the :class:`models.layers.dice.Dice` layer; padded items are
@@ -36,7 +51,8 @@ class TargetAttention(keras.layers.Layer):
             ``"relu"``. Default ``"dice"``.
         use_softmax: masked softmax normalisation of the weights. Default False.
         dice_momentum, dice_epsilon: passed to ``Dice``.
-        kernel_initializer, kernel_regularizer: for the MLP ``Dense`` layers.
+        kernel_initializer, kernel_regularizer: for the MLP ``Dense`` layers (and W).
+        scoring: ``"mlp"`` (DIN activation unit, default) or ``"scaled_dot"``.
 
     Call:
         ``layer(query, keys, mask=None, training=None,
@@ -64,8 +80,11 @@ class TargetAttention(keras.layers.Layer):
     def __init__(self, hidden_units=(80, 40), activation="dice", use_softmax=False,
                  dice_momentum=0.99, dice_epsilon=1e-8,
                  kernel_initializer="glorot_uniform", kernel_regularizer=None,
-                 **kwargs):
+                 scoring="mlp", **kwargs):
         super().__init__(**kwargs)
+        if scoring not in _SCORINGS:
+            raise ValueError(f"TargetAttention: scoring must be one of {_SCORINGS}, got {scoring!r}.")
+        self.scoring = scoring
         hidden_units = positive_ints("TargetAttention", "hidden_units", hidden_units)
         if not isinstance(activation, str) or activation.lower() not in _ACTIVATIONS:
             raise ValueError(
@@ -79,7 +98,7 @@ class TargetAttention(keras.layers.Layer):
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
 
         self.hidden_layers, self.activation_layers = [], []
-        for n, units in enumerate(hidden_units):
+        for n, units in enumerate(hidden_units if scoring == "mlp" else ()):
             self.hidden_layers.append(keras.layers.Dense(
                 units, kernel_initializer=clone_initializer(self.kernel_initializer),
                 kernel_regularizer=self.kernel_regularizer, name=f"dense_{n}"))
@@ -90,9 +109,20 @@ class TargetAttention(keras.layers.Layer):
             else:
                 act = keras.layers.Activation(self.activation, name=f"{self.activation}_{n}")
             self.activation_layers.append(act)
-        self.score_layer = keras.layers.Dense(
+        self.score_layer = None if scoring != "mlp" else keras.layers.Dense(
             1, kernel_initializer=clone_initializer(self.kernel_initializer),
             kernel_regularizer=self.kernel_regularizer, name="score")
+
+    def build(self, input_shape):
+        if self.scoring == "scaled_dot":  # input_shape: the query's [B, D]
+            dim = input_shape[-1]
+            if dim is None:
+                raise ValueError("TargetAttention: the embedding dim D must be known.")
+            self.key_kernel = self.add_weight(
+                name="key_kernel", shape=(int(dim), int(dim)),
+                initializer=clone_initializer(self.kernel_initializer),
+                regularizer=self.kernel_regularizer)
+        super().build(input_shape)
 
     def call(self, query, keys, mask=None, training=None,
              return_attention_scores=False):
@@ -114,6 +144,12 @@ class TargetAttention(keras.layers.Layer):
             mask = tf.ones([batch, length], dtype=tf.bool)
         else:
             mask = tf.cast(mask, tf.bool)
+
+        if self.scoring == "scaled_dot":
+            logits = tf.einsum("bd,ble,de->bl", query, keys, self.key_kernel) / math.sqrt(dim)
+            weights = masked_softmax(logits, mask)
+            output = tf.einsum("bl,bld->bd", weights, keys)
+            return (output, weights) if return_attention_scores else output
 
         queries = tf.broadcast_to(query[:, None, :], tf.shape(keys))
         features = tf.concat([keys, queries, keys - queries, keys * queries], axis=-1)
@@ -144,6 +180,7 @@ class TargetAttention(keras.layers.Layer):
             "hidden_units": list(self.hidden_units),
             "activation": self.activation,
             "use_softmax": self.use_softmax,
+            "scoring": self.scoring,
             "dice_momentum": self.dice_momentum,
             "dice_epsilon": self.dice_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),

@@ -5,36 +5,74 @@
     v_U   = Σ_i m_i a(h_i, t) h_i                     (eq. 3, models/layers/target_attention.py;
                                                       no softmax by default, as the paper;
                                                       pipeline/configs.py turns the masked
-                                                      softmax on, see the note there)
+                                                      softmax on, see the note there;
+                                                      attention_scoring="scaled_dot": the
+                                                      scaled variant softmax(t·W h_i / √d))
     z     = MLP_Dice([e_1..e_F, numerics, v_U, pool]) (Dice, models/layers/dice.py, eq. 4-5;
                                                       pool = masked mean of h_i, a cheap
                                                       extra that keeps the outcome average)
+
+dual_attention=True adds the two-stage cross-scene attention
+(models/layers/dual_attention.py) next to v_U:
+
+    [V, V_intent] = DualAttention(t, h, hist_tab, tab, [e_user, e_tab, e_hour, numerics])
+    z     = MLP_Dice([e_1..e_F, numerics, v_U, V, V_intent, pool])
+
+It needs the scene (tab) of every history item as the extra input
+`HISTORY_SCENE_INPUT` ([L] int64, the transformed `tab` index, 0 at padding), which
+LogExampleGen does not write yet (features.py has no hist_tab): until it does, only
+callers that supply it (bench/bench_rankers.py rebuilds it from the raw logs) can
+train this option, and the serving export has no such input.
 """
 import tf_keras as keras
+import tensorflow as tf
 
+from models import features as F
 from models.layers.dice import Dice
-from models.layers.feature_layer import FeatureLayer, mlp, model_inputs
+from models.layers.dual_attention import DualAttention
+from models.layers.feature_layer import CATEGORICAL, FeatureLayer, mlp, model_inputs
 from models.heads import compile_ranker
 from models.layers.target_attention import TargetAttention
+
+HISTORY_SCENE_INPUT = "hist_tab_xf"
+PROFILE_FIELDS = ("user_id", "tab", "hour")  # stage-1 query of the dual attention: U and C
+
+
+def field_embedding(feats, layer: FeatureLayer, key: str):
+    """e_key [B, D_key] out of the FeatureLayer's fields_flat (CATEGORICAL order)."""
+    start = sum(layer.dims[k] for k in CATEGORICAL[:CATEGORICAL.index(key)])
+    return feats["fields_flat"][:, start:start + layer.dims[key]]
 
 
 def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, oov_buckets: int = 1,
               learning_rate: float = 1e-3, loss_weights=None, heads=None,
               attention_hidden_units=(80, 40), attention_activation: str = "dice",
-              attention_softmax: bool = False, mlp_hidden_units=(200, 80),
-              mlp_activation: str = "dice", dice_momentum: float = 0.99,
+              attention_softmax: bool = False, attention_scoring: str = "mlp",
+              mlp_hidden_units=(200, 80), mlp_activation: str = "dice", dice_momentum: float = 0.99,
+              dual_attention: bool = False, dual_attention_hidden_units=(32,),
               embedding_init_std: float = 0.01) -> keras.Model:
     if mlp_activation not in ("dice", "prelu", "relu"):
         raise ValueError(f"DIN: mlp_activation must be dice, prelu or relu, got {mlp_activation!r}")
     inputs = model_inputs(history_length)
-    feats = FeatureLayer(vocab_sizes, embedding_dim=embedding_dim, oov_buckets=oov_buckets,
-                         embedding_init_std=embedding_init_std, name="features")(inputs)
+    layer = FeatureLayer(vocab_sizes, embedding_dim=embedding_dim, oov_buckets=oov_buckets,
+                         embedding_init_std=embedding_init_std, name="features")
+    feats = layer(inputs)
     interest = TargetAttention(hidden_units=tuple(attention_hidden_units), activation=attention_activation,
                                use_softmax=attention_softmax, dice_momentum=dice_momentum,
-                               name="target_attention")(
+                               scoring=attention_scoring, name="target_attention")(
         feats["target_item"], feats["history"], mask=feats["history_mask"])
-    z = keras.layers.Concatenate(name="din_input")(
-        [feats["fields_flat"], feats["numerics"], interest, feats["history_pooled"]])
+    parts = [feats["fields_flat"], feats["numerics"], interest]
+    if dual_attention:
+        inputs[HISTORY_SCENE_INPUT] = keras.Input(shape=(history_length,), name=HISTORY_SCENE_INPUT,
+                                                  dtype=tf.int64)
+        profile = keras.layers.Concatenate(name="dual_profile")(
+            [field_embedding(feats, layer, k) for k in PROFILE_FIELDS] + [feats["numerics"]])
+        parts.append(DualAttention(hidden_units=tuple(dual_attention_hidden_units),
+                                   activation=attention_activation, dice_momentum=dice_momentum,
+                                   name="dual_attention")(
+            feats["target_item"], feats["history"], inputs[HISTORY_SCENE_INPUT],
+            inputs[F.transformed_name("tab")], profile, mask=feats["history_mask"]))
+    z = keras.layers.Concatenate(name="din_input")(parts + [feats["history_pooled"]])
     activation = {"dice": lambda name: Dice(momentum=dice_momentum, name=name),
                   "prelu": keras.layers.PReLU}.get(mlp_activation, mlp_activation)
     z = mlp(z, mlp_hidden_units, activation, name="mlp")

@@ -4,6 +4,7 @@ import tf_keras as keras
 from models import heads as heads_lib
 from models.rankers.baseline import build_baseline
 from models.rankers.bst import build_bst
+from models.rankers.dcn import build_dcn
 from models.rankers.din import build_din
 from models.rankers.lr import build_logistic_regression
 from models.rankers.xdeepfm import build_xdeepfm
@@ -16,6 +17,7 @@ RANKERS = {
     "xdeepfm": build_xdeepfm,
     "din": build_din,
     "bst": build_bst,
+    "dcn": build_dcn,
 }
 
 

@@ -15,7 +15,7 @@ module         job
                runs, built-ins included, with the blessing thresholds
 =============  ===================================================================
 
-Metrics: XAUC, XGAUC, GroupAUC (GAUC), UserNDCG (nDCG@k), ModelECS and ObservedECS
+Metrics: XAUC, XGAUC, GroupAUC (GAUC), RequestGAUC (GAUC over a user's requests), UserNDCG (nDCG@k), ModelECS and ObservedECS
 (effective catalog size ``2 sum_i i p_i - 1``), NormalizedEntropy, RMSE and
 QuantileCoverage (``c_i = mean 1(y <= t_tau_i)``, tau_i = i/(N+1)); the equations are
 in the class docstrings of `models.evaluation.tfma.metrics`.
@@ -25,12 +25,12 @@ Usage: ``from models.evaluation import tfma as TM; TM.metrics_specs(...)``.
 from models.evaluation.tfma.combiners import PINBALL_KEY, coverage_key
 from models.evaluation.tfma.metrics import (
     MODULE, RMSE, XAUC, XGAUC, GroupAUC, ModelECS, NormalizedEntropy, ObservedECS,
-    QuantileCoverage, UserNDCG)
+    QuantileCoverage, RequestGAUC, UserNDCG)
 from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS, stable_hash
 from models.evaluation.tfma.specs import metric_config, metrics_specs
 
 __all__ = [
     "DEFAULT_MAX_ROWS", "MODULE", "PINBALL_KEY", "GroupAUC", "ModelECS", "NormalizedEntropy",
-    "ObservedECS", "QuantileCoverage", "RMSE", "UserNDCG", "XAUC", "XGAUC", "coverage_key",
+    "ObservedECS", "QuantileCoverage", "RMSE", "RequestGAUC", "UserNDCG", "XAUC", "XGAUC", "coverage_key",
     "metric_config", "metrics_specs", "stable_hash",
 ]

@@ -9,6 +9,7 @@ combiner               value                                       state
 =====================  ==========================================  ================
 XAUCCombiner           ``xauc(y, p)``                              rows (y, p)*
 GAUCCombiner           ``gauc(user, click, p)``                    rows by user*
+RequestGAUCCombiner    ``request_gauc(user, time, click, p, W)``   rows by user*
 XGAUCCombiner          ``xgauc(user, y, p)``                       rows by user*
 NDCGCombiner           ``ndcg_at_k(user, gain, score, k)``         rows by user*
 ModelECSCombiner       ``model_ecs(user, item, score, k, disc.)``  rows by user*
@@ -34,6 +35,7 @@ import numpy as np
 from tensorflow_model_analysis.metrics import metric_types
 
 from models.evaluation import metrics as M
+from models.evaluation import request_metrics as RM
 from models.evaluation.tfma.inputs import Reader, flat_rows, hashable_id
 from models.evaluation.tfma.sampling import RowsCombiner, stable_hash
 from models.watch_time.cqe import quantile_levels
@@ -92,6 +94,27 @@ class UserRowsCombiner(RowsCombiner):
 class GAUCCombiner(UserRowsCombiner):
     def _compute(self, columns):
         return self._user_counts(M.gauc(*columns), "gauc")
+
+
+class RequestGAUCCombiner(UserRowsCombiner):
+    """Rows (user, time_ms, click, p); sampled by user, so every kept request is complete."""
+
+    num_columns = 4
+
+    def __init__(self, keys, reader, max_rows, sample_seed, user_key, time_key, window_s):
+        super().__init__(keys, reader, max_rows, sample_seed, user_key)
+        self._time_key, self._window_s = time_key, float(window_s)
+
+    def _rows(self, element):
+        return flat_rows(self._reader.feature(element, self._user_key),
+                         self._reader.feature(element, self._time_key),
+                         self._reader.label(element), self._reader.prediction(element))
+
+    def _compute(self, columns):
+        r = RM.request_gauc(*columns, window_s=self._window_s)
+        name = self._keys[0].name
+        return {name: r["request_gauc"], f"{name}_num_requests_used": r["num_requests_used"],
+                f"{name}_num_requests_skipped": r["num_requests_skipped"]}
 
 
 class XGAUCCombiner(UserRowsCombiner):

@@ -15,6 +15,8 @@ XAUC               ``{name}``, ``{name}_rows_sampled_out``                  rows
 XGAUC              ``{name}``, ``{name}_num_users_used``,                   rows by user*
                    ``{name}_num_users_skipped``, ``{name}_rows_sampled_out``
 GroupAUC           same four keys as XGAUC (GAUC of clicks)                 rows by user*
+RequestGAUC        ``{name}``, ``{name}_num_requests_used``,                rows by user*
+                   ``{name}_num_requests_skipped``, ``{name}_rows_sampled_out``
 UserNDCG           same four keys (users with IDCG = 0 are skipped)         rows by user*
 ModelECS           ``{name}``, ``{name}_rows_sampled_out``                  rows by user*
 ObservedECS        ``{name}``                                               sum per item
@@ -104,6 +106,20 @@ def _gauc_computations(name="gauc", prediction_output=None, label_key=None,
     return _user_computations(C.GAUCCombiner, name, prediction_output, label_key, user_key,
                               max_rows, sample_seed, model_names, output_names,
                               example_weighted)
+
+
+def _request_gauc_computations(name="request_gauc", prediction_output=None, label_key=None,
+                               user_key="user_id", time_key="time_ms", window_s=60.0,
+                               max_rows=DEFAULT_MAX_ROWS, sample_seed=0, model_names=None,
+                               output_names=None, example_weighted=False):
+    if not float(window_s) > 0:
+        raise ValueError(f"RequestGAUC: window_s must be > 0, got {window_s!r}")
+    return _computations(
+        name, [name + s for s in ("_num_requests_used", "_num_requests_skipped",
+                                  "_rows_sampled_out")], [label_key, user_key, time_key],
+        lambda keys: C.RequestGAUCCombiner(keys, Reader(keys[0], prediction_output, label_key),
+                                           max_rows, sample_seed, user_key, time_key, window_s),
+        model_names, output_names, example_weighted)
 
 
 def _xgauc_computations(name="xgauc", prediction_output=None, label_key=None,
@@ -225,6 +241,28 @@ class GroupAUC(metric_types.Metric):
                          sample_seed=sample_seed)
 
 
+class RequestGAUC(metric_types.Metric):
+    """GAUC over requests: a request is a user's impressions within the same window of
+    ``window_s`` seconds, ``(user, floor(time_ms / 1000 W))``; requests with one click
+    class are skipped (`models.evaluation.request_metrics.request_gauc`). The candidates
+    of one request share one user state, so this is the within-request ranking quality
+    that per-user GAUC blurs with the drift of running user statistics.
+
+    Config: ``name`` ("request_gauc"), ``prediction_output``, ``label_key``,
+    ``user_key`` ("user_id"), ``time_key`` ("time_ms"), ``window_s`` (60),
+    ``max_rows``, ``sample_seed``.
+    """
+
+    def __init__(self, name: str = "request_gauc", prediction_output: Optional[str] = None,
+                 label_key: Optional[str] = None, user_key: str = "user_id",
+                 time_key: str = "time_ms", window_s: float = 60.0,
+                 max_rows: int = DEFAULT_MAX_ROWS, sample_seed: int = 0):
+        super().__init__(_request_gauc_computations, name=name,
+                         prediction_output=prediction_output, label_key=label_key,
+                         user_key=user_key, time_key=time_key, window_s=window_s,
+                         max_rows=max_rows, sample_seed=sample_seed)
+
+
 class UserNDCG(metric_types.Metric):
     """nDCG@k per user, averaged over users with a positive ideal DCG
     (`models.evaluation.metrics.ndcg_at_k`: linear gain, tie-averaged discounts). The
@@ -319,5 +357,5 @@ class QuantileCoverage(metric_types.Metric):
                          prediction_output=prediction_output, label_key=label_key)
 
 
-CUSTOM_METRICS = ("XAUC", "XGAUC", "GroupAUC", "UserNDCG", "ModelECS", "ObservedECS",
+CUSTOM_METRICS = ("XAUC", "XGAUC", "GroupAUC", "RequestGAUC", "UserNDCG", "ModelECS", "ObservedECS",
                   "NormalizedEntropy", "RMSE", "QuantileCoverage")

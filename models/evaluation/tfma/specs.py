@@ -51,6 +51,7 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
                   quantiles_output: Optional[str] = None, num_quantiles: int = 100,
                   click_label: str = "is_click", watch_label: str = "watch_time_s",
                   user_key: str = "user_id", item_key: str = "video_id",
+                  request_time_key: Optional[str] = "time_ms", request_window_s: float = 60.0,
                   ndcg_k: Sequence[int] = (10,), ecs_k: int = 10,
                   max_rows: int = DEFAULT_MAX_ROWS,
                   thresholds: Optional[Mapping[str, tfma.MetricThreshold]] = None,
@@ -59,7 +60,8 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
 
     - ``click_output``: example_count, auc, calibration, binary_crossentropy (TFMA's
       native BinaryCrossEntropy), mean_prediction, mean_label, normalized_entropy,
-      gauc (+ users used/skipped).
+      gauc (+ users used/skipped), request_gauc (GAUC over a user's impressions within
+      ``request_window_s`` seconds by the ``request_time_key`` feature; None = skipped).
     - ``watch_output``: mean_absolute_error, rmse, mean_prediction, mean_label, xauc,
       xgauc, ecs_observed (of ``watch_label`` by ``item_key``).
     - ``ranking_output`` (default ``watch_output``): ndcg_watch@k and ndcg_click@k (gain
@@ -87,6 +89,9 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
     click = [cfg("ExampleCount"), cfg("AUC"), cfg("Calibration"), cfg("BinaryCrossEntropy"),
              cfg("MeanPrediction"), cfg("MeanLabel"), cfg("NormalizedEntropy"),
              cfg("GroupAUC", user_key=user_key, max_rows=max_rows)]
+    if request_time_key:
+        click.append(cfg("RequestGAUC", user_key=user_key, time_key=request_time_key,
+                         window_s=float(request_window_s), max_rows=max_rows))
     watch = [cfg("MeanAbsoluteError"), cfg("RMSE"), cfg("MeanPrediction"), cfg("MeanLabel"),
              cfg("XAUC", max_rows=max_rows),
              cfg("XGAUC", user_key=user_key, max_rows=max_rows),

@@ -138,3 +138,26 @@ def test_config_round_trip_gives_same_outputs(activation, use_softmax):
     att = TargetAttention(hidden_units=(8, 4), activation=activation, use_softmax=use_softmax, name="ta")
     assert_config_round_trip(att, lambda layer: layer(query, keys, mask=mask, training=False,
                                                       return_attention_scores=True))
+
+
+def test_scaled_dot_matches_numpy_and_masks():
+    query, keys, mask = inputs(5)
+    att = TargetAttention(scoring="scaled_dot")
+    out, w = att(query, keys, mask=mask, return_attention_scores=True)
+    logits = np.einsum("bd,ble,de->bl", query, keys, att.key_kernel.numpy()) / np.sqrt(D)
+    e = np.where(mask, np.exp(logits - np.where(mask, logits, -np.inf).max(-1, keepdims=True)), 0.0)
+    w_np = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), np.einsum("bl,bld->bd", w_np, keys), rtol=1e-5, atol=1e-5)
+    garbage = keys.copy()
+    garbage[~mask] = 50.0
+    np.testing.assert_allclose(att(query, garbage, mask=mask).numpy(), out.numpy(), rtol=1e-5, atol=1e-5)
+    perm = np.array([3, 0, 4, 2, 1])
+    np.testing.assert_allclose(att(query, keys[:, perm], mask=mask[:, perm]).numpy(), out.numpy(),
+                               rtol=1e-5, atol=1e-5)
+    empty = att(query, keys, mask=np.zeros((B, L), bool))
+    np.testing.assert_array_equal(empty.numpy(), np.zeros((B, D)))
+    assert_config_round_trip(TargetAttention(scoring="scaled_dot", name="sdp"),
+                             lambda layer: layer(query, keys, mask=mask))
+    with pytest.raises(ValueError, match="scoring"):
+        TargetAttention(scoring="dot")

@@ -9,6 +9,7 @@ from models.layers.feature_layer import FeatureLayer, model_inputs
 from models import heads as H
 from models.watch_time.cqe import interpolate_quantile, quantile_levels
 from models.rankers import RANKERS, build_ranker
+from models.rankers.din import HISTORY_SCENE_INPUT
 from models.training.export import export_serving_model
 from models.training.input import vocab_sizes
 from models.training.run_fn import ead_thresholds_from_transform_output
@@ -22,8 +23,14 @@ L = 5
 VARIANTS = [("lr", {}), ("baseline", {}), ("xdeepfm", {"cin_layer_sizes": [8, 6]}),
             ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [16, 8]}),
             ("bst", {"mlp_hidden_units": [16]}),
-            ("bst", {"mlp_hidden_units": [16], "relative_positions": True, "max_relative_position": 2})]
-IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative"]
+            ("bst", {"mlp_hidden_units": [16], "relative_positions": True, "max_relative_position": 2}),
+            ("dcn", {"deep_hidden_units": [16], "num_cross_layers": 2, "projection_dim": 4}),
+            ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "attention_scoring": "scaled_dot"}),
+            ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "dual_attention": True,
+                     "dual_attention_hidden_units": [4]})]
+IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative", "dcn", "din_scaled", "din_dual"]
+EXPORTED = VARIANTS[:5] + [VARIANTS[6]]  # relative BST, DIN options: padding test only
+EXPORTED_IDS = IDS[:5] + [IDS[6]]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +70,7 @@ def _serialize(rows):
     return out
 
 
-@pytest.mark.parametrize("model_type,params", VARIANTS[:5], ids=IDS[:5])  # relative BST: padding test
+@pytest.mark.parametrize("model_type,params", EXPORTED, ids=EXPORTED_IDS)
 def test_train_export_reload_same_predictions(model_type, params, transform_output, tmp_path):
     tft_output, rows = transform_output
     model = _train(model_type, params, vocab_sizes(tft_output))
@@ -169,8 +176,12 @@ def test_padding_never_changes_predictions(model_type, params):
     x, _ = random_transformed(16, L, sizes, seed=5)
     pad = x["hist_mask_xf"] == 0
     assert pad.any()
-    noisy = dict(x)
     rng = np.random.default_rng(9)
+    if HISTORY_SCENE_INPUT in model.input_names:  # DIN dual attention: scenes 0 at padding
+        x[HISTORY_SCENE_INPUT] = np.where(pad, 0, rng.integers(1, 4, pad.shape)).astype(np.int64)
+    noisy = dict(x)
+    if HISTORY_SCENE_INPUT in model.input_names:
+        noisy[HISTORY_SCENE_INPUT] = np.where(pad, x["tab_xf"][:, None], x[HISTORY_SCENE_INPUT])
     for k in F.HISTORY_ID_FEATURES:
         name = F.transformed_name(k)
         noisy[name] = np.where(pad, rng.integers(1, 10, pad.shape), x[name]).astype(np.int64)
@@ -199,7 +210,24 @@ def test_unknown_model_type_and_bad_params_raise():
         build_ranker(trainer_config("deepfm", L), small_vocab_sizes())
     with pytest.raises(ValueError, match="bad ranker_params"):
         build_ranker(trainer_config("din", L, ranker_params={"cin_layer_sizes": [4]}), small_vocab_sizes())
-    assert set(RANKERS) == {"lr", "baseline", "xdeepfm", "din", "bst"}
+    assert set(RANKERS) == {"lr", "baseline", "xdeepfm", "din", "bst", "dcn"}
+    with pytest.raises(ValueError, match="structure"):
+        build_ranker(trainer_config("dcn", L, ranker_params={"structure": "mixed"}), small_vocab_sizes())
+
+
+def test_din_dual_attention_reads_the_history_scenes():
+    """The scene of each history item decides which stage sees it: moving items between
+    the current and the other scenes changes the prediction; trains a few steps."""
+    sizes = small_vocab_sizes()
+    model = _train("din", VARIANTS[8][1], sizes, steps=0)
+    x, y = random_transformed(64, L, sizes, seed=6)
+    rng = np.random.default_rng(1)
+    mask = x["hist_mask_xf"] > 0
+    x[HISTORY_SCENE_INPUT] = np.where(mask, rng.integers(1, 4, mask.shape), 0).astype(np.int64)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    same = dict(x, **{HISTORY_SCENE_INPUT: np.where(mask, x["tab_xf"][:, None], 0)})
+    a, b = model(x, training=False)["click_prob"].numpy(), model(same, training=False)["click_prob"].numpy()
+    assert np.all(np.isfinite(a)) and np.abs(a - b).max() > 1e-6
 
 
 def test_feature_layer_shares_tables_and_initialises_small():

@@ -45,6 +45,7 @@ def make_data(seed=0):
     watch[user_id == 27] = 5.0
     return {"user_id": user_id, "video_id": rng.integers(0, 25, n).astype(np.int64),
             "tab": rng.integers(0, 3, n).astype(np.int64), "x": x, "duration_s": duration_s,
+            "time_ms": rng.integers(0, 5, n).astype(np.int64) * 40_000,  # 0..160 s: 3 minutes
             "is_click": is_click, "watch_time_s": watch}
 
 
@@ -162,6 +163,11 @@ def expected(d, pr, rows):
     g, used, skipped = naive_group(u, c, pc, naive_auc, one_class)
     out.update({("click_prob", "gauc"): g, ("click_prob", "gauc_num_users_used"): used,
                 ("click_prob", "gauc_num_users_skipped"): skipped})
+    request = np.array([f"{a}/{t // 60_000}" for a, t in zip(u, d["time_ms"][rows])])
+    g, used, skipped = naive_group(request, c, pc, naive_auc, one_class)
+    out.update({("click_prob", "request_gauc"): g,
+                ("click_prob", "request_gauc_num_requests_used"): used,
+                ("click_prob", "request_gauc_num_requests_skipped"): skipped})
     g, used, skipped = naive_group(u, w, pw, naive_xauc, one_class)
     out.update({("watch_time_s", "xgauc"): g, ("watch_time_s", "xgauc_num_users_used"): used,
                 ("watch_time_s", "xgauc_num_users_skipped"): skipped})
@@ -189,9 +195,9 @@ def expected(d, pr, rows):
     out[("quantiles", "pinball_loss")] = np.mean([sum(
         (w[i] - q[i, j]) * (taus[j] - (w[i] < q[i, j])) for j in range(NUM_Q))
         for i in range(w.size)])
-    for name in ("gauc", "xgauc", "xauc", f"ndcg_watch@{NDCG_K}", f"ndcg_click@{NDCG_K}",
-                 f"ecs_model@{ECS_K}"):
-        out_name = ("click_prob" if name == "gauc" else "ranking_score"
+    for name in ("gauc", "request_gauc", "xgauc", "xauc", f"ndcg_watch@{NDCG_K}",
+                 f"ndcg_click@{NDCG_K}", f"ecs_model@{ECS_K}"):
+        out_name = ("click_prob" if name in ("gauc", "request_gauc") else "ranking_score"
                     if name.startswith(("ndcg", "ecs")) else "watch_time_s")
         out[(out_name, name + "_rows_sampled_out")] = 0.0
     return out
@@ -255,7 +261,7 @@ def inputs(d, pr, rows):
                 "watch_time_s": np.array([d["watch_time_s"][i]])},
         predictions={k: pr[k][i] for k in OUTPUTS},
         features={k: np.array([d[k][i]]) for k in ("user_id", "video_id", "tab", "is_click",
-                                                     "watch_time_s")})
+                                                     "watch_time_s", "time_ms")})
         for i in rows]
 
 
@@ -287,7 +293,7 @@ def test_combiners_one_pass_equals_merge_equals_brute_force(model_and_data):
         one.update(flat(run_combiner(comp.combiner, [xs])))
         merged.update(flat(run_combiner(comp.combiner, splits)))
     want = {k: v for k, v in expected(d, pr, np.arange(n)).items() if k in one}
-    assert set(want) == set(one) and len(one) == 29
+    assert set(want) == set(one) and len(one) == 33
     assert_close(one, want, "one pass")
     assert_close(merged, one, "merged")
 
@@ -307,7 +313,7 @@ def test_hash_sample_is_exact_on_the_kept_users_whatever_the_split(model_and_dat
     assert 0 < rows.size <= max_rows
     want = expected(d, pr, rows)
     rng = np.random.default_rng(2)
-    for name in ("gauc", "xgauc", f"ndcg_watch@{NDCG_K}", f"ecs_model@{ECS_K}"):
+    for name in ("gauc", "request_gauc", "xgauc", f"ndcg_watch@{NDCG_K}", f"ecs_model@{ECS_K}"):
         out = comps[name].keys[0].output_name
         want[(out, name + "_rows_sampled_out")] = n - rows.size
         got_one = flat(run_combiner(comps[name].combiner, [xs]))
