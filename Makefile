@@ -12,7 +12,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup chromium run test test-fast bench-rankers bench-watchtime bench-pipeline clean
+.PHONY: setup chromium run test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -66,6 +66,36 @@ bench-watchtime: setup
 # on LOGS (default: simulated) -> bench/results/pipeline_matrix_<sim|real>.json
 bench-pipeline: setup
 	$(PY) -m bench.bench_pipeline_matrix $(if $(LOGS),--logs $(LOGS))
+
+# REST serving latency/QPS (row format and serving_rank, 1/100 candidates, 1/8 clients,
+# in-process reference, hot swaps) -> bench/results/serving.json (see bench/bench_serving.py)
+bench-serving: setup
+	$(PY) -m bench.bench_serving $(BENCH_SERVING_ARGS)
+
+# Publisher (#10): trained fp32 vs pruned / int8 / pruned + int8 (bytes, NE loss, AUC/XAUC,
+# latency) and the pruned-fraction sweep on LOGS (default: the shared real logs), DIN by
+# default (BENCH_MODELS=din,bst,xdeepfm) -> bench/results/publish.json (see bench/bench_publish.py)
+bench-publish: setup
+	LOGS="$(LOGS)" $(PY) -m bench.bench_publish
+
+# Kubeflow Pipelines v2 spec of the configured pipeline (image built from the Dockerfile):
+# make kfp IMAGE=<registry>/watchtime-ranker:<tag> [PIPELINE_ROOT=gs://.. DATA=gs://.. SERVING=gs://..]
+#   [BEAM_RUNNER=DataflowRunner BEAM_VALUES="project=p region=r temp_location=gs://b/tmp num_workers=8"]
+IMAGE ?= watchtime-ranker:latest
+PIPELINE_ROOT ?= gs://YOUR_BUCKET/tfx
+DATA ?= gs://YOUR_BUCKET/kuairand-pure
+SERVING ?= gs://YOUR_BUCKET/serving/watchtime_ranker
+BEAM_VALUES ?=
+kfp: setup
+	@mkdir -p $(OUT)
+	$(PY) kubeflow_v2_runner.py --image $(IMAGE) --pipeline_root $(PIPELINE_ROOT) --data_path $(DATA) \
+	  --serving_model_dir $(SERVING) --schema_path /app/schemas --output $(OUT)/watchtime_ranker_kfp_v2.json \
+	  $(if $(BEAM_RUNNER),--beam_runner $(BEAM_RUNNER)) $(foreach v,$(BEAM_VALUES),--beam_value $(v))
+
+# LogExampleGen rows/s with 1 and 2 DirectRunner worker processes on LOGS (default: the
+# real logs in ../shared) -> bench/results/ingestion.json (see bench/bench_ingestion.py)
+bench-ingestion: setup
+	$(PY) -m bench.bench_ingestion $(if $(LOGS),--logs $(LOGS))
 
 clean:
 	rm -rf $(OUT) data/generated tfx_home

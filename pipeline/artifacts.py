@@ -101,6 +101,16 @@ class PipelineStore:
             return None
         return artifact.custom_properties["pushed_destination"].string_value
 
+    def publish_report(self) -> Optional[dict]:
+        """The newest Publisher's report (components/publisher/publish.py), or None."""
+        import json
+
+        path = self.latest_property("Pusher", "publish_report", "report_json")
+        if not path or not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+
 
 def split_files(examples_uri: str, split: str) -> List[str]:
     import tensorflow as tf

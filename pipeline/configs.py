@@ -71,6 +71,47 @@ EVAL_LAST_N_DAYS = 2
 VALIDATION_LAST_N_TRAIN_DAYS = 1
 MAX_BAD_ROW_FRACTION = 0.01  # the run fails above this share of bad log rows
 
+# --- Ingestion (#12) ---
+# Exact duplicate log rows (every column equal): "drop" keeps the first copy and counts
+# the others in counts.json dropped_rows_by_rule (not bad rows: the real logs repeat
+# 4,390 rows exactly), "dead_letter" makes the copies bad rows, "keep" keeps them all.
+DUPLICATE_RULE = "drop"
+# Log dates a run accepts (day text, e.g. "20220425-20220504"). Empty: inferred, the run
+# of dates at most MAX_DATE_GAP_DAYS apart holding the most rows (a stray 20991231 row
+# falls outside). Rows dated outside: OUT_OF_WINDOW_RULE "dead_letter" (reason
+# out_of_window:date, counted as bad) or "error" (the run fails naming the dates).
+DATE_WINDOW = os.environ.get("DATE_WINDOW", "")
+MAX_DATE_GAP_DAYS = 2
+OUT_OF_WINDOW_RULE = "dead_letter"
+# `date` must be the UTC+8 day of `time_ms` give or take this: the real logs date 0.9% of
+# rows up to 2.2 h after their time_ms, so 3 h passes them and refuses a row from another day.
+DATE_TIME_TOLERANCE_S = 3 * 3600.0
+# Value ranges (row_rules.py): is_click/is_like/long_view in {0, 1}, hour 0..23, ids and
+# tab >= 0 are fixed; the bounds below are one day (real maxima: 786 s and 1,178 s).
+MAX_PLAY_TIME_MS = 86_400_000
+MAX_DURATION_MS = 86_400_000
+# Log files are read in byte ranges of this size in parallel (reading.py).
+READ_RANGE_BYTES = 4 << 20
+# Beam argument sets per runner for the Beam stages (LogExampleGen, StatisticsGen,
+# Transform, Evaluator): pipeline.runners.beam_args(runner, **values) fills the {fields}
+# and refuses a missing one. DirectRunner: one machine (multi_processing uses
+# direct_num_workers processes). Dataflow: managed; workers install this project from
+# setup.py. Flink / Spark: the portable job server at job_endpoint runs the SDK harness
+# in the project image (Dockerfile) as the worker environment.
+BEAM_RUNNER = os.environ.get("BEAM_RUNNER", "DirectRunner")
+BEAM_RUNNER_ARGS = {
+    "DirectRunner": ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+    "DirectRunnerMultiProcess": ["--direct_running_mode=multi_processing", "--direct_num_workers={num_workers}"],
+    "DataflowRunner": ["--runner=DataflowRunner", "--project={project}", "--region={region}",
+                       "--temp_location={temp_location}", "--setup_file=./setup.py",
+                       "--experiments=use_runner_v2", "--max_num_workers={num_workers}"],
+    "FlinkRunner": ["--runner=PortableRunner", "--job_endpoint={job_endpoint}",
+                    "--environment_type=DOCKER", "--environment_config={image}",
+                    "--parallelism={num_workers}"],
+    "SparkRunner": ["--runner=PortableRunner", "--job_endpoint={job_endpoint}",
+                    "--environment_type=DOCKER", "--environment_config={image}"],
+}
+
 # ---------------------------------------------------------------- Transform
 VOCAB_OOV_BUCKETS = 1  # shared by Transform (vocabularies) and the Trainer (table rows)
 VOCAB_FREQUENCY_THRESHOLD = 1
@@ -140,6 +181,20 @@ CQE = {
     "tau_high": 0.7,
     "default_k": 0.5,
     "increment": "softplus",
+    # --- Watch time (#13): calibrated quantiles (bench/README.md, watch-time section) ---
+    # the quantile tower: its own MLP on stop_gradient(z), so the pinball loss cannot
+    # cost click AUC; pinball scored on log1p (same quantiles, a learnable scale);
+    # "mean" over the batch ("sum": the CQE authors' snippet; Adam makes them equivalent
+    # for a tower only the pinball loss trains); split-conformal offsets fitted by the
+    # Trainer on the validation split (models/watch_time/conformal.py).
+    # EAD stays the CREAD default (EAD_NUM_BUCKETS = 20): on the tuning day it beats equal
+    # frequency on mean calibration by decile (the E[y] error CREAD claims) at M = 10 and 20,
+    # loses at M = 50 and on XAUC at every M (bench/README.md, watch-time section).
+    "tower_units": [64],
+    "stop_gradient": True,
+    "loss_space": "log1p",
+    "batch_reduction": "mean",
+    "conformal": True,
 }
 # ranking_score output: a named formula of the outputs (models/heads/
 # RANKING_FORMULAS): "click_prob * watch_time_s" | "watch_time_s" | "click_prob" |
@@ -178,6 +233,20 @@ RANKER_PARAMS = {
         "mlp_hidden_units": [128, 64],
     },
 }
+# --- Rankers (#15) ---
+# DCN-v2 (Wang et al. 2021) on TF Recommenders' Cross layer: 3 full-rank cross layers
+# in parallel with a 256-128 ReLU MLP (the paper's default structure). DIN options
+# (bench/README.md, rankers section): "attention_scoring": "scaled_dot" (softmax of
+# t·W h / sqrt(d)) and "dual_attention": True (two-stage cross-scene attention; needs
+# the history scenes hist_tab, which LogExampleGen does not write yet, so off here).
+RANKER_PARAMS["dcn"] = {
+    "num_cross_layers": 3,
+    "projection_dim": None,  # None: full-rank W_l; an int r: W_l = U_l V_l^T
+    "structure": "parallel",
+    "deep_hidden_units": [256, 128],
+}
+RANKER_PARAMS["din"]["attention_scoring"] = "mlp"
+RANKER_PARAMS["din"]["dual_attention"] = False
 
 # Distribution strategy (models/training/strategies.py): "mirrored" (default; all local
 # devices), "multi_worker" (TF_CONFIG) or "parameter_server" (TF_CONFIG; embedding
@@ -227,6 +296,14 @@ LOG_EXAMPLE_GEN = LogExampleGenConfig(
     eval_last_n_days=EVAL_LAST_N_DAYS,
     validation_last_n_days=VALIDATION_LAST_N_TRAIN_DAYS,
     max_bad_row_fraction=MAX_BAD_ROW_FRACTION,
+    duplicate_rule=DUPLICATE_RULE,
+    date_window=DATE_WINDOW,
+    max_date_gap_days=MAX_DATE_GAP_DAYS,
+    out_of_window_rule=OUT_OF_WINDOW_RULE,
+    date_time_tolerance_s=DATE_TIME_TOLERANCE_S,
+    max_play_time_ms=MAX_PLAY_TIME_MS,
+    max_duration_ms=MAX_DURATION_MS,
+    read_range_bytes=READ_RANGE_BYTES,
     log_file_pattern=LOG_FILE_PATTERN,
     user_features_pattern=USER_FEATURES_PATTERN,
     video_features_pattern=VIDEO_FEATURES_PATTERN,
@@ -254,6 +331,64 @@ EVAL_GATES = {
 }
 # Report metrics per value of these features (raw example features).
 EVAL_SLICE_FEATURES = ["tab", "user_active_degree", "duration_bucket"]
+
+# --- Publisher (#10) ---
+# components/publisher + models/publishing (PublishConfig). Each embedding table keeps
+# its most important rows (criterion "opt_state": mean Adam v per row, QuickUpdate's;
+# "l2_norm": FBGEMM's), pruned ids go to the table's OOV row, kept rows are int8 with
+# fp16 scale/bias. Figures: bench/results/publish.json (`make bench-publish`).
+PUBLISH_PRUNE_FRACTION = 0.5  # share of each table's rows dropped (None: no pruning)
+# True: prune the largest of PUBLISH_SWEEP_FRACTIONS <= PUBLISH_PRUNE_FRACTION whose in-memory
+# check passes the gates below (int8 only if none); the SavedModel's verification still decides.
+PUBLISH_PRUNE_AUTO = True
+PUBLISH_PRUNE_THRESHOLD = None  # or: drop rows with importance <= this (not with a fraction)
+PUBLISH_CRITERION = "opt_state"
+PUBLISH_DEFAULT_ROW = "oov"  # "oov" | "zeros"
+PUBLISH_QUANTIZE = True
+PUBLISH_QUANTIZE_MIN_DIM = 4  # narrower tables (first-order, width 1) stay fp32
+# Gates: refuse the publish when the relative NE loss or the AUC / XAUC drop exceed these.
+PUBLISH_MAX_NE_LOSS = 0.0005  # 0.05 %
+PUBLISH_MAX_AUC_DROP = 0.001
+PUBLISH_MAX_XAUC_DROP = 0.001
+PUBLISH_VERIFY_MAX_EXAMPLES = None  # eval rows scored by both models (None: the whole eval split)
+PUBLISH_GOLDEN_REQUESTS = 500
+PUBLISH_WARMUP_RECORDS = 100  # <= 1000 (TF Serving's limit)
+PUBLISH_WARMUP_ROWS_PER_REQUEST = 4
+PUBLISH_KEEP_VERSIONS = 3
+# The report's curve of NE loss against pruned fraction (in memory, on this many eval rows).
+PUBLISH_SWEEP_FRACTIONS = [0.0, 0.1, 0.25, 0.5, 0.75]
+PUBLISH_SWEEP_CRITERIA = ["opt_state", "l2_norm"]
+PUBLISH_SWEEP_MAX_EXAMPLES = 20000
+
+
+def publish_config(**changes):
+    """The Publisher's typed config from the knobs above (`changes`: tests and benches)."""
+    from models.publishing.config import PublishConfig
+
+    config = PublishConfig(
+        prune_fraction=PUBLISH_PRUNE_FRACTION, prune_threshold=PUBLISH_PRUNE_THRESHOLD,
+        criterion=PUBLISH_CRITERION, default_row=PUBLISH_DEFAULT_ROW, quantize=PUBLISH_QUANTIZE,
+        quantize_min_dim=PUBLISH_QUANTIZE_MIN_DIM, max_ne_loss=PUBLISH_MAX_NE_LOSS,
+        max_auc_drop=PUBLISH_MAX_AUC_DROP, max_xauc_drop=PUBLISH_MAX_XAUC_DROP,
+        verify_max_examples=PUBLISH_VERIFY_MAX_EXAMPLES, golden_requests=PUBLISH_GOLDEN_REQUESTS,
+        warmup_records=PUBLISH_WARMUP_RECORDS, warmup_rows_per_request=PUBLISH_WARMUP_ROWS_PER_REQUEST,
+        keep_versions=PUBLISH_KEEP_VERSIONS, sweep_fractions=list(PUBLISH_SWEEP_FRACTIONS),
+        sweep_criteria=list(PUBLISH_SWEEP_CRITERIA), sweep_max_examples=PUBLISH_SWEEP_MAX_EXAMPLES,
+        prune_auto=PUBLISH_PRUNE_AUTO)
+    return config.replace(**changes) if changes else config
+
+
+PUBLISHER = publish_config()
+
+# --- Serving (#11) ---
+# Embedded server (serving.config.ServingConfig, defaults = TF Serving's flags) and the
+# batching file (serving.tf_serving_config): threads = cores, 1-10 ms timeout, max batch
+# = the largest serving_rank request (candidates).
+SERVING = dict(file_system_poll_wait_seconds=1.0, max_num_load_retries=5,
+               load_retry_interval_seconds=5.0, read_timeout_seconds=30.0)
+SERVING_BATCHING = dict(max_batch_size=128, batch_timeout_micros=2000, max_enqueued_batches=16,
+                        num_batch_threads=os.cpu_count() or 1)
+
 
 # ---------------------------------------------------------------- Beam
 BEAM_PIPELINE_ARGS = [

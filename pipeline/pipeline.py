@@ -2,7 +2,7 @@
 
     LogExampleGen -> StatisticsGen -> ImportSchemaGen(schemas/) -> ExampleValidator
                   -> Transform(models.preprocessing) -> Trainer(models.run_fn)
-                  -> Evaluator(TFMA, gated vs latest blessed model) -> Pusher
+                  -> Evaluator(TFMA, gated vs latest blessed model) -> Publisher (pruned int8, verified, atomic)
                                                                      -> ModelReport(HTML + TensorBoard)
 
 Splits (LogExampleGen, by date): train -> Transform analysis and Trainer fitting;
@@ -12,6 +12,7 @@ Evaluator only. Every argument is explicit; runners take values from
 their typed configs as `custom_config`, so every knob is in their cache keys.
 """
 import json
+import os
 from typing import List, Optional
 
 import tensorflow_model_analysis as tfma
@@ -20,9 +21,11 @@ from tfx import v1 as tfx
 from components.log_example_gen.component import LogExampleGen
 from components.log_example_gen.config import LogExampleGenConfig
 from components.model_report.component import ModelReport
+from components.publisher.component import Publisher
 from models import features as F
 from models.evaluation import tfma as tfma_metrics
 from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
+from models.publishing.config import PublishConfig
 from models.training.config import TrainerConfig
 from models.transform_config import TransformConfig
 
@@ -102,6 +105,7 @@ def create_pipeline(
     eval_steps: Optional[int] = None,
     enable_cache: bool = False,
     compare_to_blessed: bool = True,
+    publish_config: Optional[PublishConfig] = None,
 ) -> tfx.dsl.Pipeline:
     """Builds the TFX pipeline (see module docstring).
 
@@ -112,7 +116,13 @@ def create_pipeline(
     drops the Resolver, so only the absolute bounds decide: for comparing models of
     different rankers/heads side by side (bench/bench_pipeline_matrix.py), where the
     latest blessed model is another configuration, not a predecessor.
+    `publish_config`: the Publisher's pruning, quantization, gates and versions
+    (None: pipeline/configs.py PUBLISHER).
     """
+    if publish_config is None:
+        from pipeline import configs
+
+        publish_config = configs.PUBLISHER
     if trainer_config.history_length != example_gen_config.history_length:
         raise ValueError(f"trainer_config.history_length {trainer_config.history_length} != history_length "
                          f"{example_gen_config.history_length} of the examples")
@@ -156,17 +166,22 @@ def create_pipeline(
                                 num_quantiles=int(trainer_config.cqe["num_quantiles"])),
         example_splits=["eval"],
     )
-    pusher = tfx.components.Pusher(
+    # pruned int8 rows, verified against the trained model, atomic versioned publish (#10)
+    pusher = Publisher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)),
-    )
+        transform_graph=transform.outputs["transform_graph"],
+        examples=example_gen.outputs["examples"],
+        serving_base=serving_model_dir,
+        model_name=os.path.basename(os.path.normpath(serving_model_dir)),
+        config_json=json.dumps(publish_config.to_json_dict()),
+    ).with_id("Pusher")  # the node id of the stock Pusher it replaces: MLMD lineage, KFP task and tooling
     model_report = ModelReport(
         evaluation=evaluator.outputs["evaluation"],
         blessing=evaluator.outputs["blessing"],
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
+        publish_report=pusher.outputs["publish_report"],
         watch_feature=F.LABEL_WATCH,
         click_output=CLICK_OUTPUT,
         ead_num_thresholds=transform_config.ead_num_buckets,

@@ -171,6 +171,12 @@ def main(argv=None) -> int:
     version_dir = store.pushed_version_dir()
     console.say(f"[make run] blessed: {'yes' if blessed else 'no'}; "
                 f"pushed version: {_relative(version_dir) if version_dir else 'none'}")
+    published = store.publish_report() or {}
+    if published.get("embedding_bytes_fp32"):
+        console.say(f"[make run] publisher: {published['decision']} ({published['reason']}); embedding tables "
+                    f"{published['embedding_bytes_fp32']:,} -> {published['embedding_bytes_published']:,} bytes, "
+                    f"NE loss {100 * published['deltas']['ne_loss']:+.4f} %, "
+                    f"golden max |dp| {published.get('golden_max_abs_delta_click_prob')}")
     console.say(f"[make run] model analysis report: {_relative(report) if report else 'not written'}")
     tensorboard = os.path.join(os.path.dirname(sys.executable), "tensorboard")
     tb_line = (f"[make run] TensorBoard: {_relative(tensorboard)} --logdir {_relative(configs.PIPELINE_ROOT)}"

@@ -30,9 +30,11 @@ from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArti
 from tfx.dsl.component.experimental.decorators import component
 from tfx.types import standard_artifacts
 
-from components.model_report import discretization, inputs, tb_summaries
+from components.model_report import discretization, inputs, quantile_calibration, tb_summaries
 from components.model_report import report as report_page
 from components.model_report.artifacts import ModelReport as ModelReportArtifact
+from components.model_report import published as published_section
+from components.publisher.artifacts import PublishReport
 
 TENSORBOARD_DIR = "tensorboard"
 
@@ -47,6 +49,7 @@ def ModelReport(  # pylint: disable=invalid-name
     ead_beta: Parameter[float],  # Transform's (the pipeline passes its TransformConfig)
     ead_t_max_quantile: Parameter[float],
     transform_graph: InputArtifact[standard_artifacts.TransformGraph] = None,
+    publish_report: InputArtifact[PublishReport] = None,  # the Publisher's (#10): "Published model"
     watch_feature: Parameter[str] = "watch_time_s",
     click_output: Parameter[str] = "click_prob",
     train_split: Parameter[str] = "train",
@@ -71,6 +74,8 @@ def ModelReport(  # pylint: disable=invalid-name
         eval_watch=eval_watch,
         discretizations=discretizations,
         quantile_coverage=inputs.quantile_coverage(overall.metrics) if overall else {},
+        conformal=quantile_calibration.conformal_coverage(evaluation.uri),
+        published=published_section.load(publish_report.uri if publish_report is not None else None),
         info={"evaluation": evaluation.uri, "blessing": blessing.uri, "examples": examples.uri,
               "EAD thresholds": ead_asset["path"] if ead_asset else "computed on train watch times",
               "TensorBoard": os.path.join(report.uri, TENSORBOARD_DIR)},

@@ -33,6 +33,8 @@ matplotlib.use("Agg")  # headless; set before any pyplot import anywhere in the 
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from components.model_report import quantile_calibration  # noqa: E402
+from components.model_report import published as published_section  # noqa: E402
 from components.model_report.discretization import Discretization  # noqa: E402
 from components.model_report.inputs import (OVERALL, CalibrationBucket, Evaluation, SliceMetrics,  # noqa: E402
                                             value_order)
@@ -62,6 +64,8 @@ class ReportData:
     calibration_slice: str = OVERALL
     info: Dict[str, str] = dataclasses.field(default_factory=dict)  # shown as a key/value table
     title: str = "Model analysis"
+    conformal: Optional[dict] = None  # validation coverage before / after conformal offsets (#13)
+    published: Optional[dict] = None  # the Publisher's report (#10; components/model_report/published.py)
 
 
 # ---------------------------------------------------------------------- numbers
@@ -166,21 +170,9 @@ def plot_watch_time(path: str, train_watch: np.ndarray, discretizations: Sequenc
     return _save(fig, path)
 
 
-def plot_quantile_calibration(path: str, coverage: Dict[float, float]) -> str:
-    taus = np.array(sorted(coverage))
-    cov = np.array([coverage[t] for t in taus])
-    fig = Figure(figsize=(5.5, 5))
-    ax = fig.add_subplot(1, 1, 1)
-    ax.plot([0, 1], [0, 1], ls="--", color="#7f8c8d", label="perfect")
-    ax.plot(taus, cov, marker="o", ms=3, color="#c0392b", label="model")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel(r"quantile level $\tau$")
-    ax.set_ylabel(r"empirical coverage $P(y \leq \hat q_\tau)$")
-    ax.set_title(f"quantile calibration (mean |coverage - tau| = {np.mean(np.abs(cov - taus)):.4f})",
-                 fontsize=10)
-    ax.legend(loc="upper left")
-    return _save(fig, path)
+def plot_quantile_calibration(path: str, coverage: Dict[float, float], conformal: Optional[dict] = None) -> str:
+    """Eval-day coverage, and validation before / after conformal offsets (quantile_calibration.py)."""
+    return quantile_calibration.plot_quantile_calibration(path, coverage, conformal)
 
 
 def plot_click_calibration(path: str, rows: List[Dict[str, float]]) -> str:
@@ -319,7 +311,7 @@ def _quantile_section(data: ReportData, out_dir: str) -> str:
     if not data.quantile_coverage:
         return head + f"<p class='note'>{NO_QUANTILE_HEAD}</p>"
     rel = f"{PLOTS_DIR}/quantile_calibration.png"
-    plot_quantile_calibration(os.path.join(out_dir, rel), data.quantile_coverage)
+    plot_quantile_calibration(os.path.join(out_dir, rel), data.quantile_coverage, data.conformal)
     return head + _img(rel, "quantile level tau against empirical coverage")
 
 
@@ -389,6 +381,7 @@ def write_report(out_dir: str, data: ReportData) -> str:
         _quantile_section(data, out_dir),
         _click_section(data, out_dir),
         _slices_section(data, out_dir),
+        published_section.section(data.published, out_dir, PLOTS_DIR),
     ])
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{html.escape(data.title)}</title><style>{_CSS}</style></head><body>{body}</body></html>")

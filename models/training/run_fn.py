@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
 from models.heads import CLICK_OUTPUT  # noqa: E402
+from models.publishing import row_importance  # noqa: E402
 from models.rankers.registry import build_ranker, check_model_type  # noqa: E402
 from models.training import diagnostics as training_diagnostics  # noqa: E402
 from models.training import strategies  # noqa: E402
@@ -120,7 +121,18 @@ def run_fn(fn_args):
                    "params": int(model.count_params()),
                    "history": {k: [float(x) for x in v] for k, v in history.history.items()}}, f)
 
+    if config.cqe.get("conformal") and "cqe" in config.watch_head and validation is not None:
+        # split-conformal quantile offsets on the validation split, baked into the model (#13)
+        from models.watch_time import conformal
+        conformal_fit = conformal.fit_model_offsets(model, validation)
+        with tf.io.gfile.GFile(os.path.join(run_dir, "conformal.json"), "w") as f:
+            json.dump(conformal_fit, f)
+
     export_dir = strategies.write_dir(fn_args.serving_model_dir)
     export_serving_model(model, tf_transform_output, config.history_length, export_dir)
     if export_dir != fn_args.serving_model_dir:  # non-chief worker: its copy is discarded
         shutil.rmtree(export_dir, ignore_errors=True)
+    else:  # per-row optimizer state, touches and L2 norm beside the SavedModel, for the Publisher (#10)
+        row_importance.write_row_importance(model, input_fn(
+            fn_args.train_files, fn_args.data_accessor, tf_transform_output, 1024, False, label_keys=label_keys),
+            os.path.dirname(fn_args.serving_model_dir))

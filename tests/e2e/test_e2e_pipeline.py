@@ -68,6 +68,7 @@ def test_tfx_cli_local_engine_on_simulated_logs(cli_run):
     assert counts["bad_rows"] == 0
     assert e2e_utils.blessed(str(out))
     assert len(e2e_utils.pushed_versions(str(out))) == 1
+    _check_published(str(out))
     metrics = e2e_utils.evaluation_metrics(str(out))
     assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
     assert metrics["click_prob/gauc_num_users_used"] > 0 and 0.0 <= metrics["click_prob/gauc"] <= 1.0
@@ -77,6 +78,24 @@ def test_tfx_cli_local_engine_on_simulated_logs(cli_run):
     instances, predictions = e2e_utils.rest_predictions(str(out), n=5)
     e2e_utils.assert_predictions_in_range(instances, predictions)
     e2e_utils.check_report_and_tensorboard(str(out), "model_report_simulated.png", str(tmp_path))
+
+
+def _check_published(out):
+    """The Publisher (#10) published an int8 version that passed its gates, with a warmup
+    file, and the report has its section."""
+    from pipeline.artifacts import PipelineStore
+
+    report = PipelineStore.for_output_dir(out).publish_report()
+    assert report["decision"] == "published", report["reason"]
+    assert report["deltas"]["ne_loss"] <= report["config"]["max_ne_loss"]
+    assert any(t["quantized"] for t in report["tables"].values())
+    assert report["embedding_bytes_published"] * 3 < report["embedding_bytes_fp32"]
+    version_dir = os.path.dirname(e2e_utils.pushed_versions(out)[-1])
+    assert report["path"] == version_dir
+    assert os.path.exists(os.path.join(version_dir, "assets.extra", "tf_serving_warmup_requests"))
+    assert not [n for n in os.listdir(os.path.dirname(version_dir)) if not n.isdigit()]  # no temp left
+    page = open(os.path.join(e2e_utils.newest_report_dir(out), "index.html"), encoding="utf-8").read()
+    assert "<h2>Published model</h2>" in page
 
 
 def _executions(pipeline_root, component, output):
@@ -156,6 +175,7 @@ def test_pipeline_on_real_kuairand_subset(tmp_path):
     metrics = e2e_utils.evaluation_metrics(out)
     assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
     assert 0.0 <= metrics["quantiles/mean_coverage_error"] < 0.1, metrics
+    _check_published(out)
     instances, predictions = e2e_utils.rest_predictions(out, n=8)
     e2e_utils.assert_predictions_in_range(instances, predictions)
     for pred in predictions:

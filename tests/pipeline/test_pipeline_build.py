@@ -77,3 +77,18 @@ def test_trainer_config_knows_the_heads_watch_heads():
     from models.training import config
 
     assert config.WATCH_HEADS == heads.WATCH_HEADS
+
+
+def test_publisher_replaces_the_pusher(tmp_path):
+    """The Publisher (#10) runs under the Pusher's node id with the model, blessing,
+    transform graph and examples, and the configured PublishConfig."""
+    from models.publishing.config import PublishConfig
+
+    c = _by_id(build_local(str(tmp_path / "logs"), str(tmp_path / "out")))
+    pusher = c["Pusher"]
+    assert type(pusher).__name__ == "Publisher"
+    assert {"model", "model_blessing", "transform_graph", "examples"} <= set(pusher.inputs)
+    assert {"pushed_model", "publish_report"} <= set(pusher.outputs)
+    config = PublishConfig.from_json_dict(json.loads(pusher.exec_properties["config_json"]))
+    assert config == configs.PUBLISHER
+    assert pusher.exec_properties["serving_base"] == configs.output_paths(str(tmp_path / "out"))["serving_model_dir"]
