@@ -52,6 +52,7 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
 
     from models.evaluation import metrics
     from models.publishing import row_importance, rewrite, sweep
+    from models.heads import training_labels
     from models.rankers.registry import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import vocab_sizes
@@ -66,6 +67,9 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     thresholds = ead_thresholds_from_transform_output(tft_output) if "cread" in config.watch_head else None
     model = build_ranker(config, vocab_sizes(tft_output), ead_thresholds=thresholds)
     keys = model.input_names
+    # every output with a loss gets its label (CREAD logits and CQE quantiles train on the
+    # watch time too): the same {output: label} run_fn's input_fn gives the Trainer
+    y_tr, y_va = (training_labels(model.output_names, y["click_prob"], y["watch_time_s"]) for y in (y_tr, y_va))
     t0 = time.time()
     fit_ranker(model, tf.data.Dataset.from_tensor_slices(({k: x_tr[k] for k in keys}, y_tr))
                .shuffle(len(y_tr["click_prob"]), seed=0).batch(config.batch_size), epochs,
