@@ -98,7 +98,7 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     trained_dir = os.path.join(work, name, "trained")
     export_serving_model(model, tft_output, config.history_length, trained_dir)
     # rewritten in place after the trained export (a model holding the TFT layer cannot be cloned)
-    tables = rewrite.publish_tables(model, importance["tables"], publish)
+    tables = rewrite.publish_tables(rewrite.drop_optimizer(model), importance["tables"], publish)
     published_dir = os.path.join(work, name, "published")
     export_serving_model(model, tft_output, config.history_length, published_dir)
     fp32_ms = br.serving_latency_ms(trained_dir, serialized, latency_calls, config.history_length)

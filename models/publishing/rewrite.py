@@ -43,9 +43,12 @@ def load_trained_model(saved_model_dir: str):
 
     import models.rankers.registry  # noqa: F401 - registers every custom layer class
 
-    model = keras.models.load_model(saved_model_dir, compile=False)
-    # the trained SavedModel carries the optimizer (its slots are 2x the weights): the
-    # published model must not
+    return drop_optimizer(keras.models.load_model(saved_model_dir, compile=False))
+
+
+def drop_optimizer(model):
+    """Detaches the optimizer from `model`, so a SavedModel written from it carries no
+    optimizer slots (Adam's m and v are 2x the weights; the published model must not)."""
     model.optimizer = None
     try:
         model._delete_tracking("optimizer")
