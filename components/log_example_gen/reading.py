@@ -103,6 +103,24 @@ def _decode(raw: bytes, offset: int) -> Tuple[str, Optional[str]]:
         return raw.decode("utf-8", errors="replace"), "invalid_utf8"
 
 
+def _next_record(f, pos: int, line: int, parity: int):
+    """Reads physical lines up to the end of the current record (a newline outside quotes)
+    -> (chunks, pos, line, parity) after it; no chunks at end of file."""
+    chunks = []
+    while True:
+        raw = f.readline()
+        if not raw:
+            break
+        chunks.append(raw)
+        pos += len(raw)
+        parity ^= raw.count(b'"') & 1
+        if raw.endswith(b"\n"):
+            line += 1
+            if parity == 0:
+                break
+    return chunks, pos, line, parity
+
+
 def read_range(r: ByteRange, start: RangeStart, skip_header: bool = True) -> Iterator[Record]:
     """The records that start in [r.start, r.end) (see the module doc)."""
     with FileSystems.open(r.path, compression_type="uncompressed") as f:
@@ -113,29 +131,12 @@ def read_range(r: ByteRange, start: RangeStart, skip_header: bool = True) -> Ite
         else:
             at_record_start = True
         if not at_record_start:  # inside a line or a quoted field: go to the next record
-            while True:
-                raw = f.readline()
-                if not raw:
-                    return
-                pos += len(raw)
-                parity ^= raw.count(b'"') & 1
-                if raw.endswith(b"\n"):
-                    line += 1
-                    if parity == 0:
-                        break
+            chunks, pos, line, parity = _next_record(f, pos, line, parity)
+            if not chunks:
+                return
         while pos < r.end:
-            rec_start, rec_line, chunks = pos, line, []
-            while True:
-                raw = f.readline()
-                if not raw:
-                    break
-                chunks.append(raw)
-                pos += len(raw)
-                parity ^= raw.count(b'"') & 1
-                if raw.endswith(b"\n"):
-                    line += 1
-                    if parity == 0:
-                        break
+            rec_start, rec_line = pos, line
+            chunks, pos, line, parity = _next_record(f, pos, line, parity)
             if not chunks:
                 return
             if rec_start == 0 and skip_header:
