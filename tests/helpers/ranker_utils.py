@@ -77,6 +77,17 @@ def build_transform_output(rows, history_length, temp_dir, out_dir):
     return tft.TFTransformOutput(out_dir)
 
 
+def serialize_rows(rows):
+    """Raw rows (as from `raw_rows`) -> serialized tf.Examples, through LogExampleGen's own
+    writer (components/log_example_gen/parsing.py `to_tf_example`)."""
+    from components.log_example_gen.parsing import to_tf_example
+
+    def text(v):
+        return v.decode("utf-8") if isinstance(v, bytes) else v
+
+    return [to_tf_example({k: text(v) for k, v in r.items()}).SerializeToString() for r in rows]
+
+
 def raw_batch(rows, history_length):
     """Rows -> dict of numpy arrays with the serving (SERVING_RAW_FEATURES) keys and dtypes."""
     spec = F.raw_feature_spec(history_length)

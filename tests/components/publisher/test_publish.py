@@ -19,21 +19,7 @@ from models.training.export import export_serving_model
 from models.training.input import vocab_sizes
 from pipeline import configs
 from tests.conftest import SMALL_L
-from tests.helpers.ranker_utils import raw_batch, trainer_config
-
-
-def _example(row) -> bytes:
-    spec = F.raw_feature_spec(SMALL_L)
-    feats = {}
-    for k, s in spec.items():
-        v = row[k] if isinstance(row[k], list) else [row[k]]
-        if s.dtype == tf.string:
-            feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
-        elif s.dtype == tf.int64:
-            feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v]))
-        else:
-            feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(x) for x in v]))
-    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+from tests.helpers.ranker_utils import raw_batch, serialize_rows, trainer_config
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +40,8 @@ def trained(small_transform_output, tmp_path_factory):
     row_importance.write_row_importance(model, [(x, y)], artifact)
     eval_file = str(root / "eval.gz")
     with tf.io.TFRecordWriter(eval_file, options="GZIP") as w:
-        for row in rows:
-            w.write(_example(row))
+        for record in serialize_rows(rows):
+            w.write(record)
     return {"artifact": artifact, "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir),
             "eval": [eval_file], "base": str(root / "serving" / "ranker")}
 

@@ -15,7 +15,7 @@ from models.training.input import vocab_sizes
 from models.training.run_fn import ead_thresholds_from_transform_output
 from pipeline import configs
 from tests.conftest import SMALL_L
-from tests.helpers.ranker_utils import (random_transformed, raw_batch, raw_rows,
+from tests.helpers.ranker_utils import (random_transformed, raw_batch, raw_rows, serialize_rows,
                                         small_vocab_sizes, trainer_config)
 
 L = 5
@@ -53,23 +53,6 @@ def _train(model_type, params, sizes, steps=4, seed=0, hp=None, thresholds=None)
     return model
 
 
-def _serialize(rows):
-    spec = F.raw_feature_spec(L)
-    out = []
-    for r in rows:
-        feats = {}
-        for k, s in spec.items():
-            v = r[k] if isinstance(r[k], list) else [r[k]]
-            if s.dtype == tf.int64:
-                feats[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=v))
-            elif s.dtype == tf.float32:
-                feats[k] = tf.train.Feature(float_list=tf.train.FloatList(value=v))
-            else:
-                feats[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
-        out.append(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
-    return out
-
-
 @pytest.mark.parametrize("model_type,params", EXPORTED, ids=EXPORTED_IDS)
 def test_train_export_reload_same_predictions(model_type, params, transform_output, tmp_path):
     tft_output, rows = transform_output
@@ -85,11 +68,32 @@ def test_train_export_reload_same_predictions(model_type, params, transform_outp
     export_serving_model(model, tft_output, L, export_dir)
     loaded = tf.saved_model.load(export_dir)  # no custom objects
     after = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()})
-    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(_serialize(rows)))
+    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(serialize_rows(rows)))
     for name in ("click_prob", "watch_time_s"):
         assert after[name].shape == (len(rows), 1)
         np.testing.assert_allclose(after[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(from_examples[name].numpy(), before[name].numpy(), rtol=1e-5, atol=1e-6)
+    _check_serving_rank(loaded, L)
+
+
+def _check_serving_rank(loaded, history_length):
+    """serving_rank (one user's context with batch 1, N candidates) equals serving_default
+    on the same rows with that user side repeated (models/training/export.py)."""
+    rank = loaded.signatures["serving_rank"]
+    _, spec = rank.structured_input_signature
+    assert all(spec[k].shape[0] == 1 for k in F.USER_CONTEXT_FEATURES)
+    assert all(spec[k].shape[0] is None for k in F.CANDIDATE_FEATURES)
+    rows = raw_rows(7, history_length, seed=5)
+    for r in rows:  # the same user on every row: what serving_rank broadcasts
+        r.update({k: rows[2][k] for k in F.USER_CONTEXT_FEATURES})
+    raw = raw_batch(rows, history_length)
+    want = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()})
+    got = rank(**{k: tf.constant(v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in raw.items()})
+    assert set(got) == set(want)
+    for name in want:
+        assert got[name].shape == want[name].shape == (7, 1)
+        np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=1e-6, atol=1e-7)
+    assert np.std(want["click_prob"].numpy()) > 0  # candidates differ: not a constant
 
 
 NUM_Q = 9
@@ -121,7 +125,7 @@ def test_watch_heads_train_export_reload_same_predictions(model_type, params, wa
     loaded = tf.saved_model.load(export_dir)
     request = {k: tf.constant(v) for k, v in raw.items()}
     after = loaded.signatures["serving_default"](**request)
-    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(_serialize(rows)))
+    from_examples = loaded.signatures["serving_examples"](examples=tf.constant(serialize_rows(rows)))
     cqe = "cqe" in watch_head
     expected = {"click_prob", "watch_time_s", "ranking_score"} | (
         {"quantiles", "cse", "dqc", "cde"} if cqe else set())
