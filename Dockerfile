@@ -1,7 +1,7 @@
 # Image for the Kubeflow Pipelines v2 runs (kubeflow_v2_runner.py --image ...): the TFX
 # 1.16 image (Python 3.10, TFX/TF/Beam) with this project installed at the pins of
 # requirements.lock, so every executor of the compiled spec can import models.*,
-# components.* and pipeline.*.
+# components.*, pipeline.* and the custom artifact types (watchtime_ranker.*).
 #
 #   docker build -t <registry>/watchtime-ranker:<tag> .
 #   docker push <registry>/watchtime-ranker:<tag>
@@ -23,16 +23,11 @@ COPY models /app/models
 COPY serving /app/serving
 COPY data /app/data
 COPY schemas /app/schemas
+# watchtime_ranker: KFP v2's container entry point imports a custom artifact type by its
+# schema title "watchtime_ranker.<Name>" (tfx kubeflow_v2_entrypoint_utils._retrieve_class_path),
+# so this package (installed by setup.py) exports the project's custom artifact classes.
+COPY watchtime_ranker /app/watchtime_ranker
 RUN python -m pip install --no-cache-dir --no-deps /app \
- # KFP v2's container entry point imports a custom artifact type by its schema title
- # "<namespace>.<Name>" (tfx kubeflow_v2_entrypoint_utils._retrieve_class_path), so the
- # titles watchtime_ranker.* must be importable: a module re-exporting the classes.
- && printf '%s\n' \
-    '"""Custom TFX artifact types under their KFP v2 schema titles (watchtime_ranker.<Name>)."""' \
-    'from components.log_example_gen.artifacts import DeadLetterRows  # noqa: F401' \
-    'from components.model_report.artifacts import ModelReport  # noqa: F401' \
-    'from components.publisher.artifacts import PublishReport  # noqa: F401' \
-    > "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/watchtime_ranker.py" \
  && python -c "import watchtime_ranker, components.log_example_gen.executor, models.preprocessing"
 
 # The compiled spec overrides the entry point (python -m tfx.orchestration.kubeflow.v2.

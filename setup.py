@@ -9,7 +9,10 @@ setuptools.setup(
     name="watchtime-ranker",
     version="0.1.0",
     description="TFX pipeline ranking short videos by click and watch time",
-    packages=setuptools.find_packages(include=["pipeline*", "components*", "models*", "serving*", "data*", "schemas*"]),
+    # watchtime_ranker: the custom artifact types under their KFP v2 schema titles
+    # (watchtime_ranker.<Name>), which the KFP v2 container entry point imports.
+    packages=setuptools.find_packages(include=["pipeline*", "components*", "models*", "serving*", "data*", "schemas*",
+                                               "watchtime_ranker*"]),
     package_data={"": ["*.pbtxt"]},
     python_requires=">=3.10,<3.11",
     install_requires=[

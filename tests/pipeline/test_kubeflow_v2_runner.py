@@ -13,20 +13,21 @@ import pytest
 import kubeflow_v2_runner
 
 ENTRY_POINT = ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
-# What the Dockerfile writes into the image: KFP v2's entry point imports a custom
-# artifact type by its schema title "watchtime_ranker.<Name>".
-TITLE_SHIM = """from components.log_example_gen.artifacts import DeadLetterRows  # noqa: F401
-from components.model_report.artifacts import ModelReport  # noqa: F401
-from components.publisher.artifacts import PublishReport  # noqa: F401
-"""
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_dockerfile_writes_the_title_shim():
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "Dockerfile")) as f:
+def test_dockerfile_installs_the_watchtime_ranker_module():
+    """KFP v2's entry point imports a custom artifact type by its schema title
+    "watchtime_ranker.<Name>": the real package watchtime_ranker/ (installed by setup.py)
+    exports the classes; the image copies and installs it, no generated shim."""
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
         text = f.read()
     assert text.startswith("# Image") and "FROM tensorflow/tfx:1.16.0" in text
-    for line in TITLE_SHIM.strip().splitlines():
-        assert f"'{line}'" in text
+    assert "COPY watchtime_ranker /app/watchtime_ranker" in text
+    assert "printf" not in text and "purelib" not in text  # the old shim is gone
+    assert "import watchtime_ranker" in text  # the image build checks the import
+    with open(os.path.join(ROOT, "setup.py")) as f:
+        assert '"watchtime_ranker*"' in f.read()
 
 
 def test_compiles_every_component_with_the_image(tmp_path):
@@ -91,15 +92,22 @@ def test_spec_read_back_with_kfp_names_image_command_and_args_of_every_component
             "--json_serialized_invocation_args", "{{$}}"], label
         assert args[4:] == ["--direct_running_mode=in_memory", "--direct_num_workers=1"], label
         assert import_utils.import_class_by_path(args[1]), label  # importable in this image
-    # custom output artifact types are imported by their schema title inside the container:
-    # every one must be in the Dockerfile's shim module
-    titles = {out.artifact_type.instance_schema.split("\n")[0].split("title: ")[-1]
-              for comp in spec.components.values() for out in comp.output_definitions.artifacts.values()}
-    custom = sorted(t for t in titles if not t.startswith("tfx."))
+    # custom output artifact types are imported by their schema title inside the container,
+    # the way the entry point does it: every one resolves through the watchtime_ranker package
+    import watchtime_ranker
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils as entrypoint
+
+    types = [out.artifact_type for comp in spec.components.values()
+             for out in comp.output_definitions.artifacts.values()]
+    paths = {entrypoint._retrieve_class_path(t) for t in types}
+    custom = sorted(p for p in paths if not p.startswith("tfx."))
     assert custom == ["watchtime_ranker.DeadLetterRows", "watchtime_ranker.ModelReport",
                       "watchtime_ranker.PublishReport"]
-    for title in custom:
-        assert f"import {title.split('.')[1]} " in TITLE_SHIM
+    for path in custom:
+        cls = import_utils.import_class_by_path(path)
+        assert cls.TYPE_NAME == path and cls in watchtime_ranker.CUSTOM_ARTIFACT_TYPES, path
+    assert sorted(c.TYPE_NAME for c in watchtime_ranker.CUSTOM_ARTIFACT_TYPES) == custom
+    assert os.path.dirname(watchtime_ranker.__file__) == os.path.join(ROOT, "watchtime_ranker")
 
 
 def test_log_example_gen_container_command_runs_locally(local_spec):
@@ -125,10 +133,9 @@ def test_log_example_gen_container_command_runs_locally(local_spec):
     }
     args = [json.dumps(executor_input) if a == "{{$}}" else a for a in container["args"]]
     command = [sys.executable] + container["command"][1:]  # the image's `python`
-    shim = tmp / "shim"
-    shim.mkdir(exist_ok=True)
-    (shim / "watchtime_ranker.py").write_text(TITLE_SHIM)
-    pythonpath = os.pathsep.join([str(shim), os.getcwd()] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    # the project as the image has it (the repo root, where setup.py's packages live): the
+    # entry point imports the DeadLetterRows output type from the real watchtime_ranker package
+    pythonpath = os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     done = subprocess.run(command + args, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
                                    PYTHONPATH=pythonpath))
