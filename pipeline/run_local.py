@@ -94,11 +94,13 @@ def _print_predictions(console, store, serving_dir, model_name, n) -> None:
     import tensorflow as tf
 
     from models import features as F
+    from pipeline import configs
     from pipeline.artifacts import held_back_examples
     from serving.client import examples_to_instances, predict
+    from serving.config import ServingConfig
     from serving.http_server import start_server
 
-    server, port = start_server(serving_dir, model_name, port=0)
+    server, port = start_server(serving_dir, model_name, port=0, config=ServingConfig(**configs.SERVING))
     try:
         serialized = held_back_examples(store.examples_uri(), n)
         instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)

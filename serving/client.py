@@ -8,9 +8,12 @@
     instances = client.examples_to_instances(serialized_examples, SERVING_RAW_FEATURES)
     preds = client.predict("http://127.0.0.1:8501", "watchtime_ranker", instances)
 
-Every call has a timeout and retries, with exponential backoff, on connection errors
-and 503 (no version AVAILABLE yet, e.g. during startup) — never on 4xx, which
-`ServingError` reports with the server's own error text. gRPC: use
+Every call has a timeout and retries, with exponential backoff, on connection errors,
+503, and TF Serving's 404 ``Servable not found for request: Latest(<model>)`` (no
+version AVAILABLE yet, e.g. during startup or while the first version loads; TF Serving
+gives the same answer for an unknown model name, which therefore fails after the
+retries) — never on other 4xx, which `ServingError` reports with the server's own error
+text. gRPC: use
 ``tensorflow_serving.apis.prediction_service_pb2_grpc`` with the same signatures.
 `predict` itself does not import TensorFlow; `examples_to_instances` does.
 """
@@ -56,10 +59,15 @@ def _http() -> requests.Session:  # one keep-alive session per thread
     return _session.s
 
 
+def _not_loaded_yet(resp) -> bool:
+    """TF Serving's 404 for a model with no AVAILABLE version (core/basic_manager.cc)."""
+    return resp.status_code == 404 and b"Servable not found for request: Latest(" in resp.content
+
+
 def _call(method: str, url: str, timeout: float, json_body=None, retries: int = 3,
           backoff: float = 0.2) -> dict:
     """One request with up to `retries` retries (backoff, 2x backoff, ...) on connection
-    errors and 503; raises ServingError carrying the server's error text."""
+    errors, 503 and the not-loaded-yet 404; raises ServingError carrying the server's error text."""
     data = None if json_body is None else json.dumps(json_body)
     headers = {"Content-Type": "application/json"}
     for attempt in range(retries + 1):
@@ -70,7 +78,7 @@ def _call(method: str, url: str, timeout: float, json_body=None, retries: int = 
                 time.sleep(backoff * 2 ** attempt)
                 continue
             raise ServingError(None, f"cannot reach the server: {e}", url) from e
-        if resp.status_code in RETRY_STATUSES and attempt < retries:
+        if attempt < retries and (resp.status_code in RETRY_STATUSES or _not_loaded_yet(resp)):
             time.sleep(backoff * 2 ** attempt)
             continue
         break

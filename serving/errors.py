@@ -4,6 +4,7 @@ FAILED_PRECONDITION / OUT_OF_RANGE 400, NOT_FOUND 404, UNAVAILABLE 503, UNIMPLEM
 501, RESOURCE_EXHAUSTED 429, DEADLINE_EXCEEDED 504, INTERNAL/UNKNOWN 500. The body is
 always ``{"error": "<message>"}``.
 """
+import json
 from http import HTTPStatus
 
 
@@ -17,8 +18,27 @@ class RequestError(Exception):
 
 
 class RawReply:
-    """A non-JSON reply body (Prometheus text)."""
+    """A reply body sent as is (Prometheus text, pre-encoded JSON)."""
 
     def __init__(self, body: bytes, content_type: str):
         self.body = body
         self.content_type = content_type
+
+
+class JsonReply(RawReply):
+    """A JSON reply already encoded (the :predict hot path, `predict_codec.
+    encode_predict_response`); equal to, and indexable like, the object it encodes."""
+
+    def __init__(self, body: bytes):
+        super().__init__(body, "application/json")
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __eq__(self, other):
+        return self.json() == (other.json() if isinstance(other, JsonReply) else other)
+
+    def __getitem__(self, key):
+        return self.json()[key]
+
+    __hash__ = None

@@ -18,8 +18,8 @@ Deliberate deviations from TF Serving, for ``{"error"}``-free garbage-in: NaN/In
 in a float input and floats beyond float32's range are refused with a 400 (TF Serving
 accepts them and silently computes with them).
 
-`tensor_to_json` goes the other way for outputs: float32 as its shortest round-trip
-decimal, strings as UTF-8 text or ``{"b64": ...}`` (always for outputs named
+`tensor_to_json` goes the other way for outputs: float32 as the 6- or 9-digit decimal
+TF Serving prints, strings as UTF-8 text or ``{"b64": ...}`` (always for outputs named
 ``*_bytes``), as TF Serving prints them.
 """
 import os
@@ -229,9 +229,9 @@ def _nested_to_object(converted, shape) -> np.ndarray:
 
 # --------------------------------------------------------------------------- outputs
 def short_decimals(x: np.ndarray) -> np.ndarray:
-    """float32 -> float64 holding the shortest decimal of 6..9 significant digits that
-    reads back as the same float32 (TF Serving prints 6 digits unless they do not
-    round-trip, then max_digits10 = 9; ``util/json_tensor.cc``). Vectorised: round(d·10^s)
+    """float32 -> float64 holding the decimal TF Serving prints: 6 significant digits if
+    they read back as the same float32, else max_digits10 = 9 (``util/json_tensor.cc``
+    WriteDecimal; `serving.json_encode` writes the same text). Vectorised: round(d·10^s)
     / 10^s is the double nearest that decimal (both exact doubles, one correctly rounded
     division), so ``repr`` prints it short; tiny/huge magnitudes where 10^s is not exact
     keep their exact float64 value."""
@@ -242,7 +242,7 @@ def short_decimals(x: np.ndarray) -> np.ndarray:
     exp[nz] = np.floor(np.log10(np.abs(d[nz]))).astype(np.int64)
     todo = nz.copy()
     with np.errstate(over="ignore", invalid="ignore"):
-        for digits in (6, 7, 8, 9):
+        for digits in (6, 9):
             s = digits - 1 - exp
             ok_scale = todo & (np.abs(s) <= 22)
             if not ok_scale.any():
@@ -259,7 +259,7 @@ def short_decimals(x: np.ndarray) -> np.ndarray:
 
 
 def tensor_to_json(name: str, arr: np.ndarray):
-    """Tensor -> JSON value. float32 as its shortest 6..9-digit round-trip decimal."""
+    """Tensor -> JSON value. float32 as TF Serving's 6- or 9-digit round-trip decimal."""
     if arr.dtype == np.float32 or arr.dtype == np.float16:
         return short_decimals(arr).tolist()
     if arr.dtype == object or arr.dtype.kind == "S":

@@ -22,6 +22,7 @@ from typing import Dict
 import numpy as np
 
 from serving.errors import RequestError
+from serving.json_encode import row_texts, tensor_text
 from serving.json_tensor import InputConverter, JsonTensorError, json_type, shape_text, tensor_to_json
 from serving.servable import Signature
 
@@ -211,7 +212,9 @@ def check_ranges(feed: Dict[str, np.ndarray], sig: Signature, row_format: bool) 
                            f"'{name}')")
 
 
-def format_predict_response(outputs: Dict[str, np.ndarray], row_format: bool, batch: int):
+def check_outputs(outputs: Dict[str, np.ndarray], row_format: bool, batch: int) -> list:
+    """Refuses outputs JSON cannot carry (NaN/Infinity) or the row format cannot split
+    by instance. Returns the output names, sorted."""
     names = sorted(outputs)
     for k in names:
         arr = outputs[k]
@@ -220,14 +223,41 @@ def format_predict_response(outputs: Dict[str, np.ndarray], row_format: bool, ba
                                                 if arr.ndim else arr.reshape(1, 1)).any(1))[0])
             raise RequestError(f"output '{k}' is not finite (NaN/Infinity) for row {i}, "
                                "which strict JSON cannot carry; check the input values")
+    if row_format:
+        for k in names:
+            if outputs[k].ndim == 0 or outputs[k].shape[0] != batch:
+                raise RequestError(f"output '{k}' has shape {list(outputs[k].shape)}, whose "
+                                   f"first dimension is not the batch size {batch}; use the "
+                                   "columnar 'inputs' format", HTTPStatus.INTERNAL_SERVER_ERROR)
+    return names
+
+
+def format_predict_response(outputs: Dict[str, np.ndarray], row_format: bool, batch: int):
+    """The reply as a JSON-able dict (`encode_predict_response` writes the same as text)."""
+    names = check_outputs(outputs, row_format, batch)
     values = {k: tensor_to_json(k, outputs[k]) for k in names}
     if not row_format:
         return {"outputs": values[names[0]] if len(names) == 1 else values}
-    for k in names:
-        if outputs[k].ndim == 0 or outputs[k].shape[0] != batch:
-            raise RequestError(f"output '{k}' has shape {list(outputs[k].shape)}, whose "
-                               f"first dimension is not the batch size {batch}; use the "
-                               "columnar 'inputs' format", HTTPStatus.INTERNAL_SERVER_ERROR)
     if len(names) == 1:
         return {"predictions": values[names[0]]}
     return {"predictions": [{k: values[k][i] for k in names} for i in range(batch)]}
+
+
+def encode_predict_response(outputs: Dict[str, np.ndarray], row_format: bool,
+                            batch: int) -> bytes:
+    """The reply as JSON bytes, floats in TF Serving's text (`serving.json_encode`):
+    what the REST handler sends, without building a Python float per value."""
+    names = check_outputs(outputs, row_format, batch)
+    if not row_format:
+        texts = {k: tensor_text(k, outputs[k]) for k in names}
+        body = texts[names[0]] if len(names) == 1 else \
+            "{" + ", ".join(f"{json.dumps(k)}: {texts[k]}" for k in names) + "}"
+        return ('{"outputs": ' + body + "}").encode()
+    rows = {k: row_texts(k, outputs[k]) for k in names}
+    if len(names) == 1:
+        items = rows[names[0]]
+    else:
+        keys = [json.dumps(k) + ": " for k in names]
+        items = ["{" + ", ".join(key + rows[k][i] for key, k in zip(keys, names)) + "}"
+                 for i in range(batch)]
+    return ('{"predictions": [' + ", ".join(items) + "]}").encode()

@@ -31,12 +31,12 @@ from urllib.parse import unquote  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
-from serving.errors import RawReply, RequestError  # noqa: E402,F401  (re-exported)
+from serving.errors import JsonReply, RawReply, RequestError  # noqa: E402,F401  (re-exported)
 from serving.examples_api import classify_or_regress  # noqa: E402
 from serving.model_manager import (LabelError, ModelManager, ServableError,  # noqa: E402
                                    ServableUnavailableError, ServedVersion)
-from serving.predict_codec import (format_predict_response,  # noqa: E402,F401
-                                   parse_predict_request)
+from serving.predict_codec import (encode_predict_response,  # noqa: E402,F401
+                                   format_predict_response, parse_predict_request)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ _POST = re.compile(r"(?i)/v1/models/([^/:]+)(?:(?:/versions/([0-9]+))|(?:/labels
 _GET = re.compile(r"(?i)/v1/models(?:/([^/:]+))?(?:(?:/versions/([0-9]+))|"
                   r"(?:/labels/([^/:]+)))?(?:/(metadata))?")
 _INT64_MAX = 2 ** 63 - 1
+_LATEST = re.compile(r"Servable not found for request: Latest\([^)]*\)")  # TF Serving's text
 
 
 def _version(text: Optional[str]) -> Optional[int]:
@@ -59,14 +60,14 @@ def _version(text: Optional[str]) -> Optional[int]:
     return v
 
 
-def predict(served: ServedVersion, body: bytes) -> dict:
+def predict(served: ServedVersion, body: bytes) -> JsonReply:
     sig, feed, row_format, batch = parse_predict_request(body, served.signatures)
     try:
         outputs = sig(feed)
     except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
         text = getattr(e, "message", None) or str(e)
         raise RequestError(f"signature '{sig.name}' rejected the input: {_tf_error_text(text)}")
-    return format_predict_response(outputs, row_format, batch)
+    return JsonReply(encode_predict_response(outputs, row_format, batch))
 
 
 def _tf_error_text(message: str) -> str:
@@ -136,18 +137,30 @@ def route(core, method: str, path: str, body: Optional[bytes]):
 def error_reply(method: str, path: str, error: Exception) -> Tuple[int, dict]:
     """(HTTP status, ``{"error": message}``) for a failed request.
 
-    Unknown model/version 404, unknown label 400, a model without an AVAILABLE version
-    503 (TF Serving: 404 ``Servable not found``; 503 tells clients to retry), a refused
-    request its `RequestError.status`; anything else is a bug or a model failure: 500.
+    Unknown model/version 404, unknown label 400, a refused request its
+    `RequestError.status`; anything else is a bug or a model failure: 500.
+
+    A model with no AVAILABLE version (not loaded yet, or every version removed) is 404
+    ``Servable not found for request: Latest(<name>)``, as in TF Serving 2.16: its
+    serving map holds only versions in state kReady, and a lookup that misses it returns
+    ``errors::NotFound("Servable not found for request: ", request.DebugString())``
+    (``core/basic_manager.cc`` ``BasicManager::ServingMap::GetUntypedServableHandle``),
+    which ``model_servers/http_server.cc`` ``ToHTTPStatusCode`` maps to 404. Not 503:
+    TF Serving answers 503 only for UNAVAILABLE (e.g. a full batching queue).
+    `serving.client` retries this 404 (the model may be loading).
     """
     if isinstance(error, ServableError):
+        message = error.message
         if isinstance(error, ServableUnavailableError):
-            status = HTTPStatus.SERVICE_UNAVAILABLE
+            status = HTTPStatus.NOT_FOUND
+            log.debug("%s %s: %s", method, path, message)  # the detail (base path) stays here
+            m = _LATEST.match(message)
+            message = m.group(0) if m else message
         elif isinstance(error, LabelError):
             status = HTTPStatus.BAD_REQUEST
         else:
             status = HTTPStatus.NOT_FOUND
-        error = RequestError(error.message, status)
+        error = RequestError(message, status)
     if isinstance(error, RequestError):
         if error.status >= 500:
             log.error("%s %s: %s", method, path, error.message)

@@ -92,10 +92,30 @@ class Signature:
         if not isinstance(outputs, dict):
             outputs = {"output_0": outputs}
         self.outputs = dict(sorted(outputs.items()))
+        # Flat call (the hot path): the signature's tensors in the concrete function's
+        # own argument order, shapes checked here against plain lists. Binding keyword
+        # arguments through the structured signature costs ~0.5-2 ms per call for 45
+        # inputs; `_call_flat` is TF 2.16's ConcreteFunction entry point below it.
+        keywords = [k.decode() if isinstance(k, bytes) else k
+                    for k in (getattr(fn, "_arg_keywords", None) or [])]
+        specs = self.inputs.values()
+        self._flat = (keywords if sorted(keywords) == sorted(self.inputs) and hasattr(fn, "_call_flat")
+                      and all(isinstance(t, tf.TensorSpec) for t in specs) else None)
+        self._shapes = {k: (t.shape.as_list() if t.shape.rank is not None else None)
+                        for k, t in self.inputs.items()}
 
     def __call__(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         tensors = {k: tf.constant(v, dtype=self.inputs[k].dtype) for k, v in feed.items()}
-        result = self.fn(**tensors)
+        if self._flat is not None and feed.keys() == self.inputs.keys():
+            for k, t in tensors.items():
+                want, got = self._shapes[k], t.shape.as_list()
+                if want is not None and (len(want) != len(got) or any(
+                        w is not None and w != g for w, g in zip(want, got))):
+                    raise TypeError(f"input '{k}' has shape {got}; signature '{self.name}' "
+                                    f"takes {self.inputs[k].shape}")
+            result = self.fn._call_flat([tensors[k] for k in self._flat], self.fn.captured_inputs)
+        else:
+            result = self.fn(**tensors)
         if not isinstance(result, dict):
             result = {"output_0": result}
         return {k: v.numpy() for k, v in result.items()}

@@ -5,9 +5,11 @@
 - `serving_examples`: serialized tf.Examples (what TFMA feeds the Evaluator);
 - `serving_rank`: one user, N candidates. The user-side inputs
   (`features.USER_CONTEXT_FEATURES`: profile, request context, history) have batch 1,
-  the candidate-side inputs (`features.CANDIDATE_FEATURES`) batch N; the user side is
-  repeated N times inside the graph, so outputs[i] = serving_default(user ⊕ candidate_i)
-  (REST: TF Serving's columnar `inputs` form, which allows different dimension 0);
+  the candidate-side inputs (`features.CANDIDATE_FEATURES`) batch N. The transform graph
+  (row-wise: every output row depends on its own input row) runs once on the request as
+  sent, so the user side is transformed once (batch 1) and broadcast to N rows before the
+  model: outputs[i] = serving_default(user ⊕ candidate_i) (REST: TF Serving's columnar
+  `inputs` form, which allows different dimension 0); standard ops only (BroadcastTo);
 - `serving_dqc` (CQE head only): the raw named tensors plus `dqc_k` [B] (float, in
   [0, 1]): the DQC weight per request (dqc = k·t_low + (1 − k)·t_high). TF Serving
   signatures have no optional inputs, so `serving_default` uses the configured
@@ -35,7 +37,9 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     formula = _ranking_formula(model)
 
     def run(raw_features, dqc_k=None):
-        transformed = model.tft_layer(raw_features)
+        return run_transformed(model.tft_layer(raw_features), dqc_k)
+
+    def run_transformed(transformed, dqc_k=None):
         inputs = {k: transformed[k] for k in model.input_names}
         outputs = dict(model(inputs, training=False))
         for key in heads_lib.TRAINING_ONLY_OUTPUTS:
@@ -69,8 +73,12 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
 
     @tf.function(input_signature=[rank_signature])
     def serve_rank(request):
+        # The transform graph maps rows independently, so it runs once on the request as
+        # sent: outputs of the user side come out with batch 1 (one vocabulary lookup of
+        # the history, not N) and are broadcast to the N candidates before the model.
         n = tf.shape(request[first_candidate])[0]
-        return run({k: tf.repeat(v, n, axis=0) if k in user_side else v for k, v in request.items()})
+        transformed = model.tft_layer(dict(request))
+        return run_transformed({k: _broadcast_rows(transformed[k], n) for k in model.input_names})
 
     signatures = {
         "serving_default": serve_raw.get_concrete_function(),
@@ -88,6 +96,11 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
 
         signatures["serving_dqc"] = serve_dqc.get_concrete_function()
     return signatures
+
+
+def _broadcast_rows(x, n):
+    """`x` [1, ...] repeated to [n, ...]; a tensor that already has n rows is unchanged."""
+    return tf.broadcast_to(x, tf.concat([[n], tf.shape(x)[1:]], axis=0))
 
 
 def _find_layer(model, name):

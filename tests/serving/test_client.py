@@ -56,7 +56,8 @@ def test_rank_and_retries(served, tmp_path):
                       {k: [c[k] for c in cands] for k in RAW_NAMES if k not in USER_NAMES})
     rows = [dict(c, **{k: user[k] for k in USER_NAMES}) for c in cands]
     assert out["click_prob"] == [p["click_prob"] for p in client.predict(served["url"], MODEL, rows)]
-    # 503 (no version yet) is retried with backoff until the version is published
+    # 404 "Servable not found ... Latest" (no version yet) is retried with backoff until
+    # the version is published
     base = tmp_path / MODEL
     base.mkdir()
     server, port = start_server(str(base), MODEL, poll_wait_seconds=0.05)
