@@ -12,7 +12,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup chromium run test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
+.PHONY: setup chromium run run-continuous test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -36,6 +36,13 @@ $(STAMP): requirements.lock setup.py
 # Quiet: one line per TFX component; the full log goes to $(OUT)/make_run.log.
 run: setup
 	@$(PY) -m pipeline.run_local $(if $(LOGS),--logs $(LOGS)) --out $(OUT) \
+	  $(if $(MODEL_TYPE),--model-type $(MODEL_TYPE)) $(if $(WATCH_HEAD),--watch-head $(WATCH_HEAD))
+
+# Continuous training (#14): the pipeline span after span (SPANS, default 3) with warm starts and
+# full/delta publishes, the embedded server serving the serving base (pipeline/continuous.py)
+SPANS ?= 3
+run-continuous: setup
+	@$(PY) -m pipeline.continuous --spans $(SPANS) $(if $(LOGS),--logs $(LOGS)) --out $(OUT)/continuous \
 	  $(if $(MODEL_TYPE),--model-type $(MODEL_TYPE)) $(if $(WATCH_HEAD),--watch-head $(WATCH_HEAD))
 
 # Headless Chromium (Debian package) for the report test: installed with apt-get when missing.
@@ -77,6 +84,13 @@ bench-serving: setup
 # default (BENCH_MODELS=din,bst,xdeepfm) -> bench/results/publish.json (see bench/bench_publish.py)
 bench-publish: setup
 	LOGS="$(LOGS)" $(PY) -m bench.bench_publish
+
+# Freshness (#14): replay of LOGS (default: the shared real logs) in REPLAY_HOURS (2) intervals,
+# full vs QuickUpdate-style deltas (priority x fraction x dense fp32/fp16) vs stale
+# -> bench/results/freshness.json + .png (see bench/bench_freshness.py)
+.PHONY: bench-freshness
+bench-freshness: setup
+	LOGS="$(LOGS)" $(PY) -m bench.bench_freshness
 
 # Kubeflow Pipelines v2 spec of the configured pipeline (image built from the Dockerfile):
 # make kfp IMAGE=<registry>/watchtime-ranker:<tag> [PIPELINE_ROOT=gs://.. DATA=gs://.. SERVING=gs://..]

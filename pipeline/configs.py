@@ -97,7 +97,9 @@ READ_RANGE_BYTES = 4 << 20
 # and refuses a missing one. DirectRunner: one machine (multi_processing uses
 # direct_num_workers processes). Dataflow: managed; workers install this project from
 # setup.py. Flink / Spark: the portable job server at job_endpoint runs the SDK harness
-# in the project image (Dockerfile) as the worker environment.
+# in the project image (Dockerfile) as the worker environment. No Dask entry: Beam
+# 2.61's DaskRunner runs none of the Beam stages (no side inputs, no tagged outputs, no
+# DoFn.setup, no file sinks; README "Scale", bench/README.md "Ingestion").
 BEAM_RUNNER = os.environ.get("BEAM_RUNNER", "DirectRunner")
 BEAM_RUNNER_ARGS = {
     "DirectRunner": ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
@@ -282,7 +284,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         ranking_score=RANKING_SCORE,
         strategy=STRATEGY,
         ps_min_shard_bytes=PS_MIN_SHARD_BYTES,
-        ps_max_shards=PS_MAX_SHARDS,
+        ps_max_shards=PS_MAX_SHARDS, warm_start_learning_rate=WARM_START_LEARNING_RATE,
     )
     return config.replace(**changes) if changes else config
 
@@ -360,6 +362,25 @@ PUBLISH_SWEEP_FRACTIONS = [0.0, 0.1, 0.25, 0.5, 0.75]
 PUBLISH_SWEEP_CRITERIA = ["opt_state", "l2_norm"]
 PUBLISH_SWEEP_MAX_EXAMPLES = 20000
 
+# --- Freshness (#14) ---
+# Partial updates (QuickUpdate, NSDI '24): a full version every PUBLISH_FULL_EVERY publishes
+# (and whenever the pruning/quantization knobs, the Transform output or the graph change);
+# in between a delta (models/publishing/delta.py) of each table's top
+# PUBLISH_DELTA_ROW_FRACTION compact rows by PUBLISH_DELTA_PRIORITY
+# (models/publishing/priority.py: "opt_state_change" | "row_change" | "touch_count" | "random")
+# plus the changed dense weights in PUBLISH_DELTA_DENSE ("fp32" | "fp16"), assembled into
+# the next version by serving/patcher.py. Figures: bench/results/freshness.json.
+PUBLISH_FULL_EVERY = 6
+PUBLISH_DELTA_ROW_FRACTION = 0.05
+PUBLISH_DELTA_PRIORITY = "opt_state_change"
+PUBLISH_DELTA_DENSE = "fp32"
+# Continuous runs (pipeline/continuous.py; span.py): span k trains on [origin + k·SPAN_HOURS, +SPAN_HOURS)
+# and validates/evaluates on the SPAN_HOLDOUT_HOURS after it; origin: SPAN_ORIGIN_MS or 00:00 UTC+8 of the
+# first log date. Transform runs on spans k % PUBLISH_FULL_EVERY == 0, the others reuse its graph.
+SPAN_HOURS, SPAN_HOLDOUT_HOURS, SPAN_ORIGIN_MS = 24.0, 2.0, None
+# a warm-started run's rate: 1e-3 left the model worse than stale (bench/results/freshness_tuning.json)
+WARM_START_LEARNING_RATE = 1e-4
+
 
 def publish_config(**changes):
     """The Publisher's typed config from the knobs above (`changes`: tests and benches)."""
@@ -374,7 +395,9 @@ def publish_config(**changes):
         warmup_records=PUBLISH_WARMUP_RECORDS, warmup_rows_per_request=PUBLISH_WARMUP_ROWS_PER_REQUEST,
         keep_versions=PUBLISH_KEEP_VERSIONS, sweep_fractions=list(PUBLISH_SWEEP_FRACTIONS),
         sweep_criteria=list(PUBLISH_SWEEP_CRITERIA), sweep_max_examples=PUBLISH_SWEEP_MAX_EXAMPLES,
-        prune_auto=PUBLISH_PRUNE_AUTO)
+        prune_auto=PUBLISH_PRUNE_AUTO, full_every=PUBLISH_FULL_EVERY,
+        delta_row_fraction=PUBLISH_DELTA_ROW_FRACTION, delta_priority=PUBLISH_DELTA_PRIORITY,
+        delta_dense=PUBLISH_DELTA_DENSE)
     return config.replace(**changes) if changes else config
 
 

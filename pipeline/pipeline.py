@@ -7,7 +7,12 @@
 
 Splits (LogExampleGen, by date): train -> Transform analysis and Trainer fitting;
 validation (the last train day) -> the Trainer's per-epoch validation; eval -> the
-Evaluator only. Every argument is explicit; runners take values from
+Evaluator only. Continuous runs (`run_mode`, #14; pipeline/continuous.py): LogExampleGen
+takes one span (components/log_example_gen/span.py: train = the span, validation/eval =
+the next hours), the Trainer reads its raw examples through the transform graph and
+warm-starts from the latest Model (Resolver, LatestArtifactStrategy -> base_model);
+"full" runs Transform on the span (new vocabularies), "delta" reuses the latest
+TransformGraph (Resolver) so vocabulary indices stay fixed. Every argument is explicit; runners take values from
 `pipeline/configs.py` (through `pipeline/runners.py`). Transform and the Trainer get
 their typed configs as `custom_config`, so every knob is in their cache keys.
 """
@@ -29,6 +34,7 @@ from models.publishing.config import PublishConfig
 from models.training.config import TrainerConfig
 from models.transform_config import TransformConfig
 
+RUN_MODES = ("batch", "full", "delta")
 CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot
 
 
@@ -106,6 +112,9 @@ def create_pipeline(
     enable_cache: bool = False,
     compare_to_blessed: bool = True,
     publish_config: Optional[PublishConfig] = None,
+    run_mode: str = "batch",
+    model_report: bool = True,
+    vocab_example_gen_config: Optional[LogExampleGenConfig] = None,
 ) -> tfx.dsl.Pipeline:
     """Builds the TFX pipeline (see module docstring).
 
@@ -118,7 +127,17 @@ def create_pipeline(
     latest blessed model is another configuration, not a predecessor.
     `publish_config`: the Publisher's pruning, quantization, gates and versions
     (None: pipeline/configs.py PUBLISHER).
+    `run_mode`: "batch" (the graph above), or a continuous span run (module doc): "full"
+    (Transform on the span) or "delta" (the latest transform graph, no Transform).
+    `model_report`: False leaves the ModelReport out (continuous runs, tests).
+    `vocab_example_gen_config` ("full" runs): a second LogExampleGen ("VocabLogExampleGen")
+    over this window (e.g. every span so far: vocabularies on a growing window) feeds
+    Transform instead of the span's examples.
     """
+    if run_mode not in RUN_MODES:
+        raise ValueError(f"run_mode must be one of {RUN_MODES}, got {run_mode!r}")
+    if run_mode != "batch":
+        trainer_config = trainer_config.replace(input_examples="raw")
     if publish_config is None:
         from pipeline import configs
 
@@ -129,7 +148,7 @@ def create_pipeline(
     if trainer_config.oov_buckets != transform_config.oov_buckets:
         raise ValueError(f"trainer_config.oov_buckets {trainer_config.oov_buckets} != transform_config.oov_buckets "
                          f"{transform_config.oov_buckets}: the embedding tables must match the vocabularies")
-    if example_gen_config.validation_last_n_days < 1:
+    if run_mode == "batch" and example_gen_config.validation_last_n_days < 1:
         raise ValueError(f"validation_last_n_days must be >= 1: the Trainer validates every epoch on the "
                          f"last train day(s), got {example_gen_config.validation_last_n_days}")
     example_gen = LogExampleGen(input_base=data_path, config=example_gen_config)
@@ -137,17 +156,41 @@ def create_pipeline(
     schema_gen = tfx.components.ImportSchemaGen(schema_file=f"{schema_path}/schema.pbtxt")
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-    transform = tfx.components.Transform(
-        examples=example_gen.outputs["examples"],
+    vocab_example_gen = None
+    if vocab_example_gen_config is not None and run_mode == "full":
+        vocab_example_gen = LogExampleGen(input_base=data_path, config=vocab_example_gen_config).with_id(
+            "VocabLogExampleGen")
+    transform = None if run_mode == "delta" else tfx.components.Transform(
+        examples=(vocab_example_gen or example_gen).outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="models.preprocessing.preprocessing_fn",
         custom_config=transform_config.to_custom_config(),
-        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "validation", "eval"]),
+        splits_config=tfx.proto.SplitsConfig(
+            analyze=["train"], transform=["train", "validation", "eval"] if run_mode == "batch" else []),
+        materialize=run_mode == "batch",  # span runs: the Trainer transforms raw examples itself
     )
+    continuous = []  # the span run's resolvers
+    if run_mode == "delta":  # the latest transform graph: vocabulary indices stay fixed
+        graph_resolver = tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
+            transform_graph=tfx.dsl.Channel(type=tfx.types.standard_artifacts.TransformGraph),
+        ).with_id("latest_transform_graph_resolver")
+        continuous.append(graph_resolver)
+        transform_graph = graph_resolver.outputs["transform_graph"]
+    else:
+        transform_graph = transform.outputs["transform_graph"]
+    if run_mode != "batch":  # warm start from the latest trained model
+        model_warm_resolver = tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
+            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        ).with_id("latest_model_resolver")
+        continuous.append(model_warm_resolver)
     trainer = tfx.components.Trainer(
         run_fn="models.training.run_fn.run_fn",
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
+        examples=(transform.outputs["transformed_examples"] if run_mode == "batch"
+                  else example_gen.outputs["examples"]),
+        transform_graph=transform_graph,
+        base_model=model_warm_resolver.outputs["model"] if run_mode != "batch" else None,
         schema=schema_gen.outputs["schema"],
         train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
         eval_args=tfx.proto.EvalArgs(splits=["validation"], num_steps=eval_steps),  # epoch selection
@@ -170,30 +213,35 @@ def create_pipeline(
     pusher = Publisher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        transform_graph=transform.outputs["transform_graph"],
+        transform_graph=transform_graph,
         examples=example_gen.outputs["examples"],
         serving_base=serving_model_dir,
         model_name=os.path.basename(os.path.normpath(serving_model_dir)),
         config_json=json.dumps(publish_config.to_json_dict()),
     ).with_id("Pusher")  # the node id of the stock Pusher it replaces: MLMD lineage, KFP task and tooling
-    model_report = ModelReport(
-        evaluation=evaluator.outputs["evaluation"],
-        blessing=evaluator.outputs["blessing"],
-        examples=example_gen.outputs["examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        publish_report=pusher.outputs["publish_report"],
-        watch_feature=F.LABEL_WATCH,
-        click_output=CLICK_OUTPUT,
-        ead_num_thresholds=transform_config.ead_num_buckets,
-        ead_beta=transform_config.ead_beta,
-        ead_t_max_quantile=transform_config.ead_t_max_quantile,
-    )
-    model_report.add_upstream_node(pusher)  # a failing report never holds back a push
+    report = None
+    if model_report:  # (built only when wanted: add_upstream_node would pull it into the pipeline)
+        report = ModelReport(
+            evaluation=evaluator.outputs["evaluation"],
+            blessing=evaluator.outputs["blessing"],
+            examples=example_gen.outputs["examples"],
+            transform_graph=transform_graph,
+            publish_report=pusher.outputs["publish_report"],
+            watch_feature=F.LABEL_WATCH,
+            click_output=CLICK_OUTPUT,
+            ead_num_thresholds=transform_config.ead_num_buckets,
+            ead_beta=transform_config.ead_beta,
+            ead_t_max_quantile=transform_config.ead_t_max_quantile,
+        )
+        report.add_upstream_node(pusher)  # a failing report never holds back a push
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                    trainer] + ([model_resolver] if compare_to_blessed else []) + [evaluator, pusher, model_report],
+        components=[example_gen, statistics_gen, schema_gen, example_validator]
+        + ([vocab_example_gen] if vocab_example_gen else [])
+        + ([transform] if transform is not None else []) + continuous + [trainer]
+        + ([model_resolver] if compare_to_blessed else []) + [evaluator, pusher]
+        + ([report] if report is not None else []),
         enable_cache=enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],

@@ -48,7 +48,9 @@ class ServableNotFoundError(ServableError):
 
 
 class ServableUnavailableError(ServableError):
-    """The model has no AVAILABLE version (yet, or any more): 503, retry later."""
+    """The model has no AVAILABLE version (yet, or any more). Over REST this is TF Serving's
+    404 "Servable not found for request: Latest(<model>)" (serving/rest_api.py says why);
+    the client retries it."""
 
 
 class LabelError(ServableError):
@@ -85,6 +87,16 @@ class ModelSpec:
     base_path: str
     policy: VersionPolicy = field(default_factory=VersionPolicy)
     labels: Dict[str, int] = field(default_factory=dict)
+
+
+def _assemble_pending_deltas(base: str) -> None:
+    """Versions from pending deltas under `base`/deltas/ (serving/patcher.py, issue #14)."""
+    try:
+        from serving.patcher import apply_pending
+
+        apply_pending(base)
+    except Exception:  # a bad delta must not stop the scan: it is logged and skipped
+        log.exception("applying deltas under %s failed", base)
 
 
 class ModelManager:
@@ -130,6 +142,7 @@ class ModelManager:
         """One pass of load / unload towards the aspired versions. True if anything
         was swapped in or out."""
         with self._load_lock:
+            _assemble_pending_deltas(self.model_base_path)
             on_disk = list_versions(self.model_base_path)
             aspired = self.policy.aspired(on_disk)
             with self._lock:

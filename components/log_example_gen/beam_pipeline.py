@@ -90,12 +90,13 @@ class _BuildExamples(beam.DoFn):
         self._duplicate_rule = config.duplicate_rule
         self._history_length = config.history_length
         self._min_watch_s = config.history_min_watch_s
+        self._span = config.span_window()  # None: day splits
 
     def process(self, element, users, videos, window, split_of_date):
         user_id, rows = element
         for tag, payload in ue.build_user_examples(
                 rows, users[user_id], videos, window, split_of_date, self._duplicate_rule,
-                self._history_length, self._min_watch_s):
+                self._history_length, self._min_watch_s, span=self._span):
             if tag == _BAD:
                 reason, g = payload
                 beam.metrics.Metrics.counter(METRICS_NAMESPACE, "bad_rows").inc()

@@ -19,7 +19,9 @@ Usage in a pipeline (the values live in pipeline/configs.py)::
 
 Every knob is required (no defaults here; the file patterns default to
 schemas/kuairand_format.py) and becomes an execution property, so it is in the
-cache key; day lists are stored as comma-separated yyyymmdd text.
+cache key; day lists are stored as comma-separated yyyymmdd text. The optional span
+window (``span_index``, ``span_start_ms``, ``span_end_ms``, ``span_holdout_ms``;
+span.py) replaces the day splits for continuous runs (pipeline/continuous.py).
 
 Outputs:
 - ``examples`` (standard Examples): ``Split-train`` / ``Split-validation`` (the last
@@ -49,7 +51,7 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from components.log_example_gen import driver, executor
 from components.log_example_gen.artifacts import DeadLetterRows
-from components.log_example_gen.config import PATTERN_FIELDS, LogExampleGenConfig
+from components.log_example_gen.config import PATTERN_FIELDS, SPAN_FIELDS, LogExampleGenConfig
 
 _KNOB_TYPES = {
     "history_length": int,
@@ -76,6 +78,7 @@ class LogExampleGenSpec(types.ComponentSpec):
         executor.INPUT_BASE_KEY: ExecutionParameter(type=str),
         **{name: ExecutionParameter(type=t) for name, t in _KNOB_TYPES.items()},
         **{name: ExecutionParameter(type=str, optional=True) for name in PATTERN_FIELDS},
+        **{name: ExecutionParameter(type=int, optional=True) for name in SPAN_FIELDS},  # span.py
     }
     INPUTS = {}
     OUTPUTS = {

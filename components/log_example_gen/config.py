@@ -20,15 +20,18 @@ required. ``to_component_args()`` gives the ``LogExampleGen(...)`` keyword argum
 """
 import dataclasses
 import os
-from typing import Any, Dict, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 from components.log_example_gen import time_split
 from components.log_example_gen.row_rules import DUPLICATE_RULES, OUT_OF_WINDOW_RULES, RowRules
+from components.log_example_gen.span import SpanWindow
 from schemas import kuairand_format
 
 Days = Union[str, Sequence[int]]
 
 PATTERN_FIELDS = ("log_file_pattern", "user_features_pattern", "video_features_pattern")
+# The span window (span.py); span_index -1 (default): no span, the day splits of time_split.py.
+SPAN_FIELDS = ("span_index", "span_start_ms", "span_end_ms", "span_holdout_ms")
 
 
 def _int(name: str, value: Any, minimum: int) -> int:
@@ -98,7 +101,10 @@ class LogExampleGenConfig:
     max_play_time_ms / max_duration_ms: upper bounds of the watch time and the duration;
     read_range_bytes: log files are read in byte ranges of about this size (reading.py);
     *_pattern: file globs under input_base; may hold TFX's ``{SPAN}`` / ``{VERSION}``
-      or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py).
+      or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py);
+    span_*: a span window (span.py: train ``[span_start_ms, span_end_ms)``, validation /
+      eval the next ``span_holdout_ms``; every earlier row still feeds histories);
+      ``span_index`` -1 = none; left out of the component args when unset.
     """
 
     history_length: int
@@ -119,6 +125,10 @@ class LogExampleGenConfig:
     log_file_pattern: str = kuairand_format.LOG_FILE_PATTERN
     user_features_pattern: str = kuairand_format.USER_FEATURES_PATTERN
     video_features_pattern: str = kuairand_format.VIDEO_FEATURES_PATTERN
+    span_index: int = -1
+    span_start_ms: int = 0
+    span_end_ms: int = 0
+    span_holdout_ms: int = 0
 
     def __post_init__(self):
         checked = {
@@ -139,6 +149,8 @@ class LogExampleGenConfig:
             "read_range_bytes": _int("read_range_bytes", self.read_range_bytes, 1),
         }
         checked.update({name: _pattern(name, getattr(self, name)) for name in PATTERN_FIELDS})
+        checked.update({name: _int(name, getattr(self, name), -1 if name == "span_index" else 0)
+                        for name in SPAN_FIELDS})
         for name, value in checked.items():
             object.__setattr__(self, name, value)  # frozen: normalise in place once
         try:
@@ -149,6 +161,17 @@ class LogExampleGenConfig:
         outside = sorted(set(self.train_days + self.eval_days) - set(self.date_window))
         if self.date_window and outside:
             raise ValueError(f"LogExampleGenConfig: train/eval days {outside} are outside date_window")
+        if self.span_index >= 0:
+            try:
+                self.span_window()
+            except ValueError as e:
+                raise ValueError(f"LogExampleGenConfig: {e}") from None
+
+    def span_window(self) -> Optional[SpanWindow]:
+        """The span window (span.py), or None when ``span_index`` is -1 (day splits)."""
+        if self.span_index < 0:
+            return None
+        return SpanWindow(self.span_index, self.span_start_ms, self.span_end_ms, self.span_holdout_ms).check()
 
     def row_rules(self) -> "RowRules":
         """The per-row value rules (row_rules.py) of this config."""
@@ -174,7 +197,8 @@ class LogExampleGenConfig:
 
     def to_custom_config(self) -> Dict[str, Any]:
         """Plain JSON values (day lists as lists of ints)."""
-        out = {name: getattr(self, name) for name in self.field_names()}
+        out = {name: getattr(self, name) for name in self.field_names()
+               if name not in SPAN_FIELDS or self.span_index >= 0}
         out["train_days"] = list(self.train_days)
         out["eval_days"] = list(self.eval_days)
         out["date_window"] = list(self.date_window)

@@ -57,6 +57,9 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
     counts = bp.read_counts(dead_letter.uri)
     examples.split_names = artifact_utils.encode_split_names(time_split.SPLIT_NAMES)
     record_inputs(resolved, examples)
+    if config.span_window() is not None:  # the window this span's examples cover (span.py)
+        for name in ("span_start_ms", "span_end_ms", "span_holdout_ms"):
+            examples.set_int_custom_property(name, getattr(config, name))
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     for split in time_split.SPLIT_NAMES:
@@ -70,8 +73,12 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
         raise RuntimeError(f"LogExampleGen: rows are not all accounted for: {problems}")
     counts_lib.check_window(counts, config.out_of_window_rule, dead_letter.uri)
     bp.check_bad_row_fraction(counts, config.max_bad_row_fraction, dead_letter.uri)
+    span = config.span_window()
     empty = [s for s in time_split.SPLIT_NAMES if counts["splits"][s] == 0
-             and not (s == time_split.VALIDATION and config.validation_last_n_days == 0)]
+             and not (s == time_split.VALIDATION and config.validation_last_n_days == 0 and span is None)]
+    if empty and span is not None:
+        raise ValueError(f"LogExampleGen: split(s) {empty} are empty in {span.describe()}: "
+                         f"do the logs cover the span and its holdout?")
     if empty:
         raise ValueError(
             f"LogExampleGen: split(s) {empty} are empty; dates assigned: "

@@ -6,8 +6,9 @@ utils.calculate_splits_fingerprint_span_and_version):
 - **span / version**: a file pattern may hold TFX's ``{SPAN}`` (or ``{YYYY}{MM}{DD}``)
   and ``{VERSION}`` specs; TFX's own resolver picks the latest span (and its latest
   version) among the matching log files, and the pattern is narrowed to it. Without a
-  spec the span is 0 and the version None, as in TFX. Side-table patterns may hold
-  specs too; they must then resolve to the log files' span.
+  spec the span is 0 and the version None, as in TFX, unless a span window
+  (``span_index``, span.py) names it. Side-table patterns may hold specs too; they
+  must then resolve to the log files' span.
 - **input fingerprint**: one line per table,
   ``<table>:num_files:N,total_bytes:B,sha256:H`` where H hashes the (name relative to
   input_base, size, mtime) of every matching file. It changes when a file is added,
@@ -103,7 +104,12 @@ def resolve_inputs(input_base: str, config: LogExampleGenConfig) -> ResolvedInpu
     patterns = {LOG: config.log_file_pattern, USER: config.user_features_pattern,
                 VIDEO: config.video_features_pattern}
     what = {LOG: "log", USER: "user features", VIDEO: "video features"}
-    pattern, span, version, _ = _resolve_pattern(input_base, LOG, patterns[LOG])
+    pattern, span, version, has_spec = _resolve_pattern(input_base, LOG, patterns[LOG])
+    if config.span_index >= 0:  # a span window over the files (span.py): its index is the span
+        if has_spec:
+            raise ValueError(f"LogExampleGen: span_index {config.span_index} and a span spec in "
+                             f"{patterns[LOG]!r}: choose one way to name the span")
+        span = config.span_index
     files = {LOG: match_files(input_base, pattern, what[LOG])}
     for table in (USER, VIDEO):
         side_pattern, side_span, side_version, has_spec = _resolve_pattern(input_base, table, patterns[table])

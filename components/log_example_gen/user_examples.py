@@ -9,7 +9,8 @@ are in memory at a time. Steps, in order:
    (row_rules.py): 'drop' keeps the first copy and counts the others,
    'dead_letter' makes the copies bad rows ``duplicate_row``, 'keep' keeps all;
 4. histories of the remaining rows (history.build_histories: strictly earlier events);
-5. each row -> a tf.Example of its date's split, or history-only (a date in no split).
+5. each row -> a tf.Example of its date's split, or history-only (a date in no split);
+   with a span window (span.py) the row's time and user decide the split instead.
 
 Steps 2-3 happen before 4, so an out-of-window or duplicate row never enters a history.
 Yields ``(tag, payload)``: ``(BAD, (reason, GoodRow))``, ``(DROPPED, rule)``,
@@ -43,7 +44,7 @@ class GoodRow(NamedTuple):
 def build_user_examples(rows: Iterable[GoodRow], user: dict, videos: Dict[int, dict],
                         window: Iterable[int], split_of_date: Dict[int, Optional[str]],
                         duplicate_rule: str, history_length: int,
-                        min_watch_s: float) -> Iterator[Tuple[str, object]]:
+                        min_watch_s: float, span=None) -> Iterator[Tuple[str, object]]:
     """See the module doc."""
     inside = set(window)
     kept = []
@@ -71,7 +72,7 @@ def build_user_examples(rows: Iterable[GoodRow], user: dict, videos: Dict[int, d
         is_click=r.is_click, watch_time_s=r.play_time_ms / 1000.0) for r in kept]
     histories = history_lib.build_histories(events, history_length, min_watch_s)
     for row, hist in zip(kept, histories):
-        split = split_of_date.get(row.date)
+        split = span.split_of(row.time_ms, row.user_id) if span is not None else split_of_date.get(row.date)
         if split is None:
             yield HISTORY_ONLY, row.date
             continue

@@ -13,6 +13,11 @@ Evaluator's ``model_blessing`` (nothing is published unless blessed), the
 ``transform_graph`` (the serving signatures apply it) and the raw ``examples`` (the
 eval split verifies the published model and feeds the warmup file).
 
+Full or delta (issue #14): publish.py decides per run from the config's full_every and
+the publisher state (components/publisher/freshness.py, state.py); a delta publish also
+assembles the next version in ``serving_base`` and leaves the delta in
+``<serving_base>/deltas/<version>/``.
+
 Outputs: ``pushed_model``, a standard PushedModel (custom properties ``pushed`` 0/1,
 ``pushed_destination``, ``pushed_version``, as the stock Pusher's, so lineage and
 LatestBlessedModel-style resolvers keep working), and ``publish_report``
@@ -64,6 +69,7 @@ def Publisher(  # pylint: disable=invalid-name
     publish_lib.write_report(report, path)
     publish_report.set_string_custom_property("report_json", path)
     publish_report.set_string_custom_property("decision", report["decision"])
+    publish_report.set_string_custom_property("kind", str(report.get("kind", "")))  # "full" | "delta" (#14)
     pushed = report["decision"] == "published"
     pushed_model.set_int_custom_property("pushed", int(pushed))
     if pushed:

@@ -1,5 +1,11 @@
 """One publish: rewrite the trained model, verify it, warm it up, publish it atomically.
 
+Full or delta (issue #14, components/publisher/freshness.py): with full_every > 1 a
+publish between full versions sends a delta of the top rows and assembles the next
+version from it (the ASSEMBLED model passes the same gates); the report says
+`kind` ("full" | "delta"), `kind_reason`, `bytes` (the version dir, or the delta) and,
+for a delta, rows sent per table (`delta_tables`).
+
     trained SavedModel ──load──▶ Keras ranker ──publish_tables──▶ pruned/int8 tables
         ──export_serving_model──▶ <base>/.publishing-<v>-<pid>/ (+ assets.extra warmup)
         ──verify (NE/AUC/XAUC gates, golden requests)──▶ rename to <base>/<v>, keep K
@@ -16,7 +22,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from components.publisher import verification, versioning, warmup
+from components.publisher import freshness, verification, versioning, warmup
 from models import features as F
 from models.publishing import rewrite
 from models.publishing.config import PublishConfig
@@ -29,11 +35,12 @@ class PublishRefused(RuntimeError):
 
 
 def build_published_model(trained_model_dir: str, importance, config: PublishConfig, tf_transform_output,
-                          out_dir: str) -> dict:
+                          out_dir: str, plans=None) -> dict:
     """Rewrites the trained ranker (models/publishing/rewrite.py) and exports it with the
-    trainer's signatures to `out_dir`; returns the per-table report and L."""
+    trainer's signatures to `out_dir`; returns the per-table report and L. `plans`:
+    rewrite.publish_tables's (fixed plans in, computed plans out)."""
     model = rewrite.load_trained_model(trained_model_dir)
-    tables = rewrite.publish_tables(model, importance, config)
+    tables = rewrite.publish_tables(model, importance, config, plans=plans)
     length = rewrite.history_length(model)
     export_serving_model(model, tf_transform_output, length, out_dir)
     return {"tables": tables, "history_length": length}
@@ -91,19 +98,9 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
               "eval_examples": len(serialized), "trained": trained_metrics,
               "trained_variables_bytes": rewrite.variables_bytes(trained_model_dir)}
 
-    if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
-        report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output,
-                                    serialized[:config.sweep_max_examples or None])
-        if config.prune_auto and config.prunes and config.prune_fraction:
-            config = choose_fraction(config, report["sweep"])
-            report["prune_fraction_chosen"] = config.prune_fraction or 0.0
-
-    def assemble(temp_dir: str) -> None:
-        built = build_published_model(trained_model_dir, importance, config, tf_transform_output, temp_dir)
-        report["tables"] = built["tables"]
-        report.update(rewrite.tables_summary(built["tables"]))
-        report["published_variables_bytes"] = rewrite.variables_bytes(temp_dir)
-        published = tf.saved_model.load(temp_dir)
+    def verify(path: str) -> None:
+        """The published (or assembled) model at `path` against the trained one."""
+        published = tf.saved_model.load(path)
         report["published"] = verification.model_metrics(y, verification.score(published.signatures, serialized))
         report["deltas"] = verification.compare(trained_metrics, report["published"])
         report.update(verification.golden_replay(trained.signatures, published.signatures,
@@ -112,6 +109,42 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
                                               config.max_xauc_drop)
         if failures:
             raise PublishRefused("; ".join(failures))
+
+    transform_fp = freshness.transform_fingerprint(transform_graph_dir)
+    kind, why, state = freshness.choose(serving_base, config, transform_fp)
+    if kind == "delta":
+        try:
+            report.update(freshness.publish_delta(
+                serving_base, state, config, importance, version=version, before_rename=before_rename, verify=verify,
+                build=lambda out, plans: build_published_model(trained_model_dir, importance, config,
+                                                               tf_transform_output, out, plans=plans)))
+            report.update(rewrite.tables_summary(report["tables"]) if report.get("tables") else {})
+            report.update(kind_reason=why, decision="published", reason="every gate passed (assembled version)")
+        except PublishRefused as e:
+            report.update(kind="delta", kind_reason=why, decision="refused", reason=str(e), version=None, path=None)
+        except freshness.FallBackToFull as e:
+            kind, why = "full", f"delta not possible: {e}"
+        if kind == "delta":
+            report["served_versions"] = versioning.list_versions(serving_base)
+            report["seconds"] = round(time.time() - started, 1)
+            return report
+    report.update(kind="full", kind_reason=why)
+    original_config, plans = config, {}
+
+    if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
+        report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output,
+                                    serialized[:config.sweep_max_examples or None])
+        if config.prune_auto and config.prunes and config.prune_fraction:
+            config = choose_fraction(config, report["sweep"])
+            report["prune_fraction_chosen"] = config.prune_fraction or 0.0
+
+    def assemble(temp_dir: str) -> None:
+        built = build_published_model(trained_model_dir, importance, config, tf_transform_output, temp_dir,
+                                      plans=plans)
+        report["tables"] = built["tables"]
+        report.update(rewrite.tables_summary(built["tables"]))
+        report["published_variables_bytes"] = rewrite.variables_bytes(temp_dir)
+        verify(temp_dir)
         report["warmup_records"] = warmup.write_warmup(
             temp_dir, serialized, built["history_length"], model_name, config.warmup_records,
             config.warmup_rows_per_request)
@@ -121,7 +154,12 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
                                             before_rename=before_rename)
         report.update(decision="published", reason="every gate passed", version=result["version"],
                       path=result["path"], removed_versions=result["removed_versions"],
-                      stale_temps_removed=result["stale_temps_removed"])
+                      stale_temps_removed=result["stale_temps_removed"], bytes=freshness.tree_bytes(result["path"]))
+        report["removed_deltas"] = freshness.prune_deltas(serving_base)
+        if original_config.full_every > 1:
+            freshness.record_full(serving_base, original_config, importance, plans, result["version"],
+                                  result["path"], transform_fp,
+                                  {"version": result["version"], "kind": "full", "bytes": report["bytes"]})
     except PublishRefused as e:
         report.update(decision="refused", reason=str(e), version=None, path=None)
     report["served_versions"] = versioning.list_versions(serving_base)

@@ -2,9 +2,11 @@
 import dataclasses
 from typing import Any, Dict, List, Optional
 
+from models.publishing.priority import PRIORITIES as DELTA_PRIORITIES
 from models.publishing.pruning import DEFAULT_ROWS
 
 CRITERIA = ("opt_state", "l2_norm", "touch_count")
+DELTA_DENSE = ("fp32", "fp16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,10 @@ class PublishConfig:
     prune_auto: prune the largest fraction among sweep_fractions ≤ prune_fraction whose
         in-memory check (the sweep, criterion `criterion`) passes the gates (0 if none);
         the SavedModel's verification still decides.
+    full_every: a full version every this many publishes (1: always full); in between, a
+        delta (models/publishing/delta.py) of each table's top delta_row_fraction rows by
+        delta_priority plus the dense weights in delta_dense ("fp32" | "fp16"); a full
+        version also whenever the config, the Transform output or the graph changes.
     """
 
     prune_fraction: Optional[float]
@@ -49,6 +55,10 @@ class PublishConfig:
     sweep_criteria: List[str] = dataclasses.field(default_factory=list)
     sweep_max_examples: int = 0
     prune_auto: bool = False
+    full_every: int = 1
+    delta_row_fraction: float = 0.05
+    delta_priority: str = "opt_state_change"
+    delta_dense: str = "fp32"
 
     def __post_init__(self):
         if self.prune_fraction is not None and self.prune_threshold is not None:
@@ -70,6 +80,15 @@ class PublishConfig:
         bad = [c for c in self.sweep_criteria if c not in CRITERIA]
         if bad or any(not 0 <= f < 1 for f in self.sweep_fractions):
             raise ValueError(f"PublishConfig: bad sweep {self.sweep_fractions} / {self.sweep_criteria}")
+        if int(self.full_every) < 1:
+            raise ValueError(f"PublishConfig.full_every must be >= 1, got {self.full_every}")
+        if not 0.0 < float(self.delta_row_fraction) <= 1.0:
+            raise ValueError(f"PublishConfig.delta_row_fraction must be in (0, 1], got {self.delta_row_fraction}")
+        if self.delta_priority not in DELTA_PRIORITIES:
+            raise ValueError(f"PublishConfig.delta_priority must be one of {DELTA_PRIORITIES}, "
+                             f"got {self.delta_priority!r}")
+        if self.delta_dense not in DELTA_DENSE:
+            raise ValueError(f"PublishConfig.delta_dense must be one of {DELTA_DENSE}, got {self.delta_dense!r}")
         for name in ("max_ne_loss", "max_auc_drop", "max_xauc_drop"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"PublishConfig.{name} must be >= 0, got {getattr(self, name)}")

@@ -106,9 +106,11 @@ def _scores(importance: Optional[dict], name: str, criterion: str, values: np.nd
 
 
 def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]], config: PublishConfig,
-                   tables=None) -> Dict[str, dict]:
+                   tables=None, plans: Optional[Dict[str, pruning.PrunePlan]] = None) -> Dict[str, dict]:
     """Replaces the tables of `model` in place (module docstring); returns per table
-    rows, rows kept, bytes before/after and quantization error (max and mean |x − x̂|)."""
+    rows, rows kept, bytes before/after and quantization error (max and mean |x − x̂|).
+    `plans` (a dict): a table's plan in it is used as is (a delta publish keeps the base's);
+    the plan of every other pruned table is computed and stored into it."""
     layer = feature_layer(model)
     oov = int(layer.oov_buckets)
     report = {}
@@ -119,12 +121,20 @@ def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]]
         rows, dim = values.shape
         oov_rows = list(range(rows - oov, rows))
         remap, compact = None, values
-        if config.prunes:
+        if plans is not None and name in plans:
+            plan = plans[name]
+            if plan.num_rows != rows:
+                raise ValueError(f"table {name}: the given plan has {plan.num_rows} rows, the table {rows}")
+            compact = pruning.compact_table(values, plan)
+            remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
+        elif config.prunes:
             plan = pruning.prune_plan(_scores(importance, name, config.criterion, values), rows,
                                       fraction=config.prune_fraction or None, threshold=config.prune_threshold,
                                       default_row=config.default_row if oov_rows else "zeros", oov_rows=oov_rows)
             compact = pruning.compact_table(values, plan)
             remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
+            if plans is not None:
+                plans[name] = plan
         entry = {"rows": int(rows), "dim": int(dim), "rows_kept": int(compact.shape[0]),
                  "bytes_fp32": int(values.nbytes), "quantized": False, "max_abs_error": 0.0,
                  "mean_abs_error": 0.0}

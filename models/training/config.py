@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional
 
 WATCH_HEADS = ("regression", "cread", "cqe", "cread+cqe")
 STRATEGIES = ("mirrored", "multi_worker", "parameter_server")
+INPUT_EXAMPLES = ("transformed", "raw")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +55,11 @@ class TrainerConfig:
     ps_min_shard_bytes: int
     ps_max_shards: Optional[int]
     shuffle_labels_seed: Optional[int] = None  # diagnostic only (run_fn.shuffle_labels)
+    # "transformed": Transform's materialized examples; "raw": LogExampleGen's examples with
+    # the transform graph applied in input_fn (a delta run reusing the latest graph, #14)
+    input_examples: str = "transformed"
+    # the learning rate of a warm-started run (one pass over a new span, #14); None: learning_rate
+    warm_start_learning_rate: Optional[float] = None
 
     def __post_init__(self):
         for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs"):
@@ -69,6 +75,11 @@ class TrainerConfig:
                 raise ValueError(f"TrainerConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.watch_head not in WATCH_HEADS:
             raise ValueError(f"TrainerConfig: unknown watch_head {self.watch_head!r}; known: {WATCH_HEADS}")
+        if self.warm_start_learning_rate is not None and not self.warm_start_learning_rate > 0:
+            raise ValueError(f"TrainerConfig.warm_start_learning_rate must be > 0 or None, "
+                             f"got {self.warm_start_learning_rate!r}")
+        if self.input_examples not in INPUT_EXAMPLES:
+            raise ValueError(f"TrainerConfig: unknown input_examples {self.input_examples!r}; known: {INPUT_EXAMPLES}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"TrainerConfig: unknown strategy {self.strategy!r}; known: {STRATEGIES}")
         for name in ("ranker_params", "cread", "cqe"):

@@ -18,8 +18,13 @@ def label_keys_for(model) -> dict:
 
 
 def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1,
-             label_keys=None, shuffle_buffer_size=None):
+             label_keys=None, shuffle_buffer_size=None, raw=False):
     """Transformed examples -> (features, {output name: label}) batches.
+
+    ``raw=True``: the files are raw examples (LogExampleGen's); they are parsed with the
+    transform graph's raw schema and transformed here by its TFT layer (TrainerConfig
+    ``input_examples="raw"``: a delta run that reuses the latest transform graph, so no
+    Transform runs and the vocabulary indices stay fixed).
 
     LogExampleGen writes each user's rows together (histories are built per user) and
     the file order drifts (real train split: click rate 0.40 in the first 10k rows,
@@ -35,8 +40,11 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
         file_pattern,
         tfxio.TensorFlowDatasetOptions(batch_size=batch_size, num_epochs=num_epochs, shuffle=shuffle,
                                        shuffle_buffer_size=int(shuffle_buffer_size or 1), shuffle_seed=0),
-        tf_transform_output.transformed_metadata.schema,
+        (tf_transform_output.raw_metadata if raw else tf_transform_output.transformed_metadata).schema,
     )
+    if raw:
+        layer = tf_transform_output.transform_features_layer()
+        return dataset.map(lambda batch: split_labels(layer(batch), label_keys))
     return dataset.map(lambda batch: split_labels(batch, label_keys))
 
 

@@ -13,6 +13,14 @@ the train split, read from the transform graph's asset, never recomputed.
 
 The SavedModel is written by models/training/export.py (signatures `serving_default`,
 `serving_examples`, and `serving_dqc` with the CQE head).
+
+Warm start (#14, models/training/warm_start.py): with a `base_model` (the pipeline's
+Resolver on the latest Model) that saved its state, the weights and optimizer state are
+restored (embedding rows remapped by vocabulary token) before one pass over the span;
+history.json's "warm_start" holds the loss of the first training batch before
+(cold initialisation) and after the restore. Every run saves its state beside the SavedModel.
+`input_examples="raw"`: the Trainer reads LogExampleGen's examples and applies the
+transform graph in input_fn (models/training/input.py).
 """
 import os
 
@@ -22,6 +30,7 @@ import json  # noqa: E402
 import shutil  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
+from absl import logging  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
 from models.heads import CLICK_OUTPUT  # noqa: E402
@@ -29,6 +38,7 @@ from models.publishing import row_importance  # noqa: E402
 from models.rankers.registry import build_ranker, check_model_type  # noqa: E402
 from models.training import diagnostics as training_diagnostics  # noqa: E402
 from models.training import strategies  # noqa: E402
+from models.training import warm_start  # noqa: E402
 from models.training.config import TrainerConfig  # noqa: E402
 from models.training.export import export_serving_model  # noqa: E402
 from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes  # noqa: E402
@@ -76,12 +86,13 @@ def run_fn(fn_args):
         model = build_ranker(config, vocab_sizes(tf_transform_output), ead_thresholds=thresholds)
     label_keys = label_keys_for(model)
     batch_size, epochs = config.batch_size, config.epochs
+    raw = config.input_examples == "raw"
 
     def train_dataset(input_context=None):
         ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output,
                       input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size,
                       True, num_epochs=None if input_context else 1, label_keys=label_keys,
-                      shuffle_buffer_size=config.shuffle_buffer_size)
+                      shuffle_buffer_size=config.shuffle_buffer_size, raw=raw)
         if config.shuffle_labels_seed is not None:
             ds = shuffle_labels(ds, config.shuffle_labels_seed)
         if input_context:
@@ -102,7 +113,7 @@ def run_fn(fn_args):
         # fn_args.eval_files: the pipeline's "validation" split (the last train day), never the
         # eval days the Evaluator scores (pipeline.py EvalArgs)
         validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
-                              label_keys=label_keys)
+                              label_keys=label_keys, raw=raw)
         if fn_args.eval_steps:
             validation = validation.take(fn_args.eval_steps)
 
@@ -112,13 +123,20 @@ def run_fn(fn_args):
     if validation is not None:  # learning rate, attention weights, quantile spread on a fixed batch
         probe_features, _ = next(iter(validation))
         callbacks.append(training_diagnostics.TrainingDiagnostics(run_dir, probe_features))
+    vocabularies = warm_start.read_vocabularies(tf_transform_output)
+    warm = _warm_start(model, strategy, fn_args, config, vocabularies, train_dataset)
+    first_batch = {}
+    callbacks.append(keras.callbacks.LambdaCallback(  # the first training step's loss
+        on_train_batch_end=lambda b, logs: first_batch.setdefault("loss", float((logs or {}).get("loss", "nan")))))
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
+    if warm is not None:
+        warm["first_train_step_loss"] = first_batch.get("loss")
     tf.io.gfile.makedirs(run_dir)
     with tf.io.gfile.GFile(os.path.join(run_dir, "history.json"), "w") as f:
         json.dump({"model_type": config.model_type, "strategy": config.strategy,
                    "watch_head": config.watch_head, "ead_thresholds": thresholds,
-                   "params": int(model.count_params()),
+                   "params": int(model.count_params()), "warm_start": warm,
                    "history": {k: [float(x) for x in v] for k, v in history.history.items()}}, f)
 
     if config.cqe.get("conformal") and "cqe" in config.watch_head and validation is not None:
@@ -134,5 +152,28 @@ def run_fn(fn_args):
         shutil.rmtree(export_dir, ignore_errors=True)
     else:  # per-row optimizer state, touches and L2 norm beside the SavedModel, for the Publisher (#10)
         row_importance.write_row_importance(model, input_fn(
-            fn_args.train_files, fn_args.data_accessor, tf_transform_output, 1024, False, label_keys=label_keys),
-            os.path.dirname(fn_args.serving_model_dir))
+            fn_args.train_files, fn_args.data_accessor, tf_transform_output, 1024, False, label_keys=label_keys,
+            raw=raw), os.path.dirname(fn_args.serving_model_dir))
+        warm_start.save(model, vocabularies, os.path.dirname(fn_args.serving_model_dir))  # the next run's start
+
+
+def _warm_start(model, strategy, fn_args, config: TrainerConfig, vocabularies, train_dataset):
+    """Restores `fn_args.base_model`'s saved state into `model` (module doc); None without one.
+    Returns {"base_model", "restored", "loss_before", "loss_after"}: the loss of one training
+    batch at the cold initialisation and after the restore (same batch, no update)."""
+    warm_dir = warm_start.warm_dir_of(getattr(fn_args, "base_model", None))
+    if warm_dir is None or strategies.is_parameter_server(strategy):
+        return None
+    features, labels = next(iter(train_dataset()))
+    before = model.test_on_batch(features, labels, return_dict=True)["loss"]
+    try:
+        with strategy.scope():
+            report = warm_start.restore(model, warm_dir, vocabularies, config.oov_buckets)
+    except ValueError as e:  # another architecture (config changed): train from scratch, say so
+        logging.warning("warm start skipped: %s", e)
+        return {"base_model": fn_args.base_model, "skipped": str(e), "loss_before": float(before)}
+    after = model.test_on_batch(features, labels, return_dict=True)["loss"]
+    if config.warm_start_learning_rate is not None:  # the continuous phase's own rate
+        model.optimizer.learning_rate = config.warm_start_learning_rate
+    return {"base_model": fn_args.base_model, "restored": report, "loss_before": float(before),
+            "loss_after": float(after), "learning_rate": float(model.optimizer.learning_rate.numpy())}

@@ -88,14 +88,17 @@ def test_new_versions_are_picked_up_and_temp_dirs_ignored(tmp_path):
         server.stop()
 
 
-def test_no_version_yet_is_503_then_served(tmp_path):
+def test_no_version_yet_is_404_like_tf_serving_then_served(tmp_path):
+    """TF Serving's serving map holds only ready versions: a miss is NotFound -> 404
+    (core/basic_manager.cc, model_servers/http_server.cc), with exactly its text."""
     base = tmp_path / MODEL
     os.makedirs(base)
     server, port = start_server(str(base), MODEL, poll_wait_seconds=0.1)
     url = f"http://127.0.0.1:{port}"
     try:
         r = post(url, PREDICT, {"instances": [GOOD]})
-        assert r.status_code == 503 and MODEL in r.json()["error"]
+        assert r.status_code == 404
+        assert r.json() == {"error": f"Servable not found for request: Latest({MODEL})"}
         assert requests.get(f"{url}/v1/models/{MODEL}", timeout=10).status_code == 404
         publish(str(base), 1, 0.0)
         assert client.wait_until_available(url, MODEL, timeout=60) == 1

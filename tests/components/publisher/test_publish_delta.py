@@ -1,0 +1,139 @@
+"""The Publisher's full-vs-delta choice (first run, every full_every, config / vocabulary /
+base changes), and publish() on a small ranker: a full version, then a delta of the
+continued training that the patcher assembles, that passes the gates and keeps the plan."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.publisher import freshness
+from components.publisher import publish as publish_lib
+from components.publisher import state as state_lib
+from models.publishing import delta as delta_lib
+from models.publishing import pruning, row_importance
+from models.rankers.registry import build_ranker
+from models.training.export import export_serving_model
+from models.training.input import vocab_sizes
+from pipeline import configs
+from tests.conftest import SMALL_L
+from tests.helpers.ranker_utils import raw_batch, serialize_rows, trainer_config
+
+
+def _state(base_version=5, runs=0, config=None, transform="t0"):
+    plan = pruning.build_remap(np.array([0, 2, 3]), 4, "oov", oov_rows=[3])
+    return state_lib.PublisherState(
+        base_version=base_version, runs_since_full=runs,
+        fingerprints={"config": state_lib.config_fingerprint(config or configs.publish_config()),
+                      "transform": transform, "graph": "g"},
+        keys={"emb_x": {"values": "k0", "remap": "k1"}}, plans={"emb_x": plan},
+        opt_state={"emb_x": np.zeros(3)}, touches={"emb_x": np.zeros(3)})
+
+
+def test_choose_full_first_every_k_and_on_changes_else_delta(tmp_path):
+    base = str(tmp_path / "serving" / "ranker")
+    os.makedirs(os.path.join(base, "5"))
+    config = configs.publish_config(full_every=3)
+    assert freshness.choose(base, config, "t0")[:2] == ("full", "no publisher state (first publish)")
+    state_lib.save(base, _state())
+    assert not [n for n in os.listdir(base) if not n.isdigit()]  # the state lives beside the base
+    kind, why, st = freshness.choose(base, config, "t0")
+    assert kind == "delta" and st.base_version == 5 and np.array_equal(st.plans["emb_x"].kept, [0, 2, 3]), why
+    assert freshness.choose(base, config.replace(full_every=1), "t0")[0] == "full"
+    assert "vocabularies" in freshness.choose(base, config, "t1")[1]
+    assert "config changed" in freshness.choose(base, config.replace(prune_fraction=0.25), "t0")[1]
+    assert freshness.choose(base, config.replace(delta_row_fraction=0.5), "t0")[0] == "delta"
+    state_lib.save(base, _state(runs=2))
+    assert "every 3 publishes" in freshness.choose(base, config, "t0")[1]
+    state_lib.save(base, _state(runs=1))
+    os.makedirs(os.path.join(base, "6"))  # someone else published: resync with a full version
+    assert "not the state's base" in freshness.choose(base, config, "t0")[1]
+    with open(os.path.join(state_lib.state_dir(base), state_lib.NPZ_NAME), "ab") as f:
+        f.write(b"x")  # a corrupt state reads as none
+    assert state_lib.load(base) is None
+
+
+@pytest.fixture(scope="module")
+def two_trainings(small_transform_output, tmp_path_factory):
+    """A baseline ranker after 3 epochs (artifact A) and after 2 more (B), same vocabularies."""
+    tft_output, rows = small_transform_output
+    root = tmp_path_factory.mktemp("publish_delta")
+    model = build_ranker(trainer_config("baseline", SMALL_L, learning_rate=0.03), vocab_sizes(tft_output))
+    transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in
+                                                         raw_batch(rows, SMALL_L).items()})
+    x = {k: transformed[k] for k in model.input_names}
+    y = {"click_prob": np.array([r["is_click"] for r in rows], np.float32),
+         "watch_time_s": np.array([r["watch_time_s"] for r in rows], np.float32)}
+    artifacts = []
+    for name, epochs in (("A", 3), ("B", 2)):
+        model.fit(x, y, batch_size=20, epochs=epochs, verbose=0)
+        artifact = str(root / name)
+        export_serving_model(model, tft_output, SMALL_L, os.path.join(artifact, "Format-Serving"))
+        row_importance.write_row_importance(model, [(x, y)], artifact)
+        artifacts.append(artifact)
+    eval_file = str(root / "eval.gz")
+    with tf.io.TFRecordWriter(eval_file, options="GZIP") as w:
+        for record in serialize_rows(rows):
+            w.write(record)
+    return {"artifacts": artifacts, "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir),
+            "eval": [eval_file], "base": str(root / "serving" / "ranker")}
+
+
+def test_full_then_delta_publish_assembles_a_verified_version(two_trainings):
+    t = two_trainings
+    config = configs.publish_config(golden_requests=5, warmup_records=2, warmup_rows_per_request=2, keep_versions=3,
+                                    sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
+                                    quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
+                                    max_xauc_drop=1.0, full_every=3, delta_row_fraction=0.25,
+                                    delta_priority="opt_state_change")
+
+    def run(artifact, version):
+        return publish_lib.publish(os.path.join(artifact, "Format-Serving"), artifact, t["tft_dir"], t["eval"],
+                                   t["base"], "ranker", config, version=version)
+
+    full = run(t["artifacts"][0], 100)
+    assert full["decision"] == "published" and full["kind"] == "full", full.get("reason")
+    delta = run(t["artifacts"][1], 101)
+    assert delta["decision"] == "published" and delta["kind"] == "delta", (delta.get("kind_reason"), delta["reason"])
+    assert delta["base_version"] == 100 and delta["served_versions"] == [100, 101]
+    assert sorted(os.listdir(t["base"])) == ["100", "101", "deltas"]
+    manifest = delta_lib.read_manifest(os.path.join(t["base"], "deltas", "101"))
+    assert manifest["total_bytes"] == delta["bytes"] < full["bytes"]
+    v100 = delta_lib.read_checkpoint(os.path.join(t["base"], "100"))
+    v101 = delta_lib.read_checkpoint(os.path.join(t["base"], "101"))
+    for name, entry in manifest["tables"].items():
+        assert entry["rows_sent"] == int(np.ceil(0.25 * entry["rows_total"])) == delta["delta_tables"][name]["rows_sent"]
+        keys = entry["keys"]
+        if "remap" in keys:
+            assert np.array_equal(v100[keys["remap"]], v101[keys["remap"]])  # the base's plan
+        changed = np.flatnonzero(np.any(delta_lib.table_rows(v100, keys) != delta_lib.table_rows(v101, keys), axis=1))
+        assert len(changed) <= entry["rows_sent"]
+    assert delta["golden_requests"] == 5 and np.isfinite(delta["deltas"]["ne_loss"])
+    assert state_lib.load(t["base"]).runs_since_full == 1
+    keys = {n: e["keys"] for n, e in manifest["tables"].items()}
+    fp16 = delta_lib.compute_delta(v100, v101, keys, 0.25, "row_change", published={n: {} for n in keys},
+                                   dense_dtype="fp16")
+    fp16_dense = sum(a.nbytes for a in fp16.dense.values())
+    assert 0 < fp16_dense < sum(np.asarray(v101[k]).nbytes for k in fp16.dense)
+    print(f"\nsmall ranker: full version {full['bytes']} B (variables {full['published_variables_bytes']} B), "
+          f"delta (25 % rows, fp32 dense) {delta['bytes']} B (dense file {delta['delta_dense_bytes']} B; "
+          f"fp16 dense payload {fp16_dense} B)")
+
+    # a delta whose ASSEMBLED model fails verification is refused: no version, no delta, same state
+    st = state_lib.load(t["base"])
+
+    def refuse(path):
+        assert os.path.isfile(os.path.join(path, "saved_model.pb"))
+        raise publish_lib.PublishRefused("NE loss forced")
+
+    def build(out, plans):  # the served version as the "new" model: no export needed here
+        shutil.copytree(os.path.join(t["base"], "101"), out)
+        return {"tables": {}}
+
+    with pytest.raises(publish_lib.PublishRefused):
+        freshness.publish_delta(t["base"], st, config, None, build=build, verify=refuse, version=102)
+    assert sorted(os.listdir(t["base"])) == ["100", "101", "deltas"]
+    assert os.listdir(os.path.join(t["base"], "deltas")) == ["101"]
+    assert state_lib.load(t["base"]).runs_since_full == 1 and state_lib.load(t["base"]).base_version == 101
+    assert not [n for n in os.listdir(state_lib.state_dir(t["base"])) if n.startswith("scratch")]

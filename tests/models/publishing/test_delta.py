@@ -1,0 +1,169 @@
+"""Delta round trip on a tiny published model (int8 + fp32 tables with remaps, dense
+weights, an asset): version N + delta(fraction 1) = the full publish of the new weights
+under the same plan, bit-exact; with fraction < 1 only the chosen rows change."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from models.publishing import delta as delta_lib
+from models.publishing import pruning
+from models.publishing.published_table import PublishedTable
+from models.publishing.quantization import quantize_rows
+
+V, D = 40, 8
+
+
+def tiny_weights(seed):
+    rng = np.random.default_rng(seed)
+    return {"emb_video_id": rng.normal(0, 0.1, (V, D)).astype(np.float32),
+            "linear_video_id": rng.normal(0, 0.1, (V, 1)).astype(np.float32),
+            "w": rng.normal(0, 0.5, (D + 1, 1)).astype(np.float32)}
+
+
+def tiny_plans():
+    keep = np.r_[0, np.arange(1, V, 2), V - 1]  # half the rows + padding + OOV
+    return {name: pruning.build_remap(np.unique(keep), V, "oov", oov_rows=[V - 1])
+            for name in ("emb_video_id", "linear_video_id")}
+
+
+def save_tiny(path, weights, plans, asset_dir):
+    """A published-like SavedModel: score = sigmoid([emb(ids), linear(ids)] · w)."""
+    m = tf.Module()
+    for name in ("emb_video_id", "linear_video_id"):
+        plan = plans[name]
+        compact = pruning.compact_table(weights[name], plan)
+        remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
+        if name.startswith("emb_"):
+            q, s, b = quantize_rows(compact)
+            setattr(m, name, PublishedTable(q, s, b, remap=remap, name=name))
+        else:
+            setattr(m, name, PublishedTable(compact, remap=remap, name=name))
+    m.w = tf.Variable(weights["w"])
+    vocab = os.path.join(asset_dir, "vocab.txt")
+    if not os.path.exists(vocab):
+        os.makedirs(asset_dir, exist_ok=True)
+        with open(vocab, "w") as f:
+            f.write("a\nb\n")
+    m.vocab = tf.saved_model.Asset(vocab)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int64, name="ids")])
+    def serve(ids):
+        x = tf.concat([tf.nn.embedding_lookup(m.emb_video_id, ids), tf.nn.embedding_lookup(m.linear_video_id, ids)], 1)
+        return {"score": tf.sigmoid(tf.matmul(x, m.w))}
+
+    tf.saved_model.save(m, path, signatures={"serving_default": serve})
+    extra = os.path.join(path, "assets.extra")
+    os.makedirs(extra, exist_ok=True)
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name="tiny", signature_name="serving_default"))
+    request.inputs["ids"].CopyFrom(tf.make_tensor_proto(np.array([1, 2], np.int64)))
+    with tf.io.TFRecordWriter(os.path.join(extra, "tf_serving_warmup_requests")) as w:
+        w.write(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+                .SerializeToString())
+    return path
+
+
+def score(path, ids):
+    return tf.saved_model.load(path).signatures["serving_default"](ids=tf.constant(ids, tf.int64))["score"].numpy()
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+    """<base>/1 (weights seed 0) and the full publish of the new weights (seed 1), same plan."""
+    root = tmp_path_factory.mktemp("delta")
+    base = str(root / "serving")
+    plans = tiny_plans()
+    save_tiny(os.path.join(base, "1"), tiny_weights(0), plans, str(root / "assets"))
+    new_full = save_tiny(str(root / "new_full"), tiny_weights(1), plans, str(root / "assets"))
+    return {"base": base, "new_full": new_full, "root": root}
+
+
+def make_delta(versions, fraction, version, priority="row_change", dense="fp32"):
+    base_vars = delta_lib.read_checkpoint(os.path.join(versions["base"], "1"))
+    new_vars = delta_lib.read_checkpoint(versions["new_full"])
+    keys = delta_lib.table_keys(base_vars[delta_lib.OBJECT_GRAPH_KEY])
+    d = delta_lib.compute_delta(base_vars, new_vars, keys, fraction, priority,
+                                published={t: {} for t in keys}, dense_dtype=dense)
+    out = os.path.join(versions["base"], delta_lib.DELTAS_DIR, str(version))
+    return delta_lib.write_delta(d, out, base_version=1, version=version), out
+
+
+def test_full_fraction_delta_assembles_the_full_publish_bit_exact(versions):
+    from serving.patcher import assemble
+
+    manifest, delta_dir = make_delta(versions, 1.0, 2)
+    assert set(manifest["tables"]) == {"emb_video_id", "linear_video_id"}
+    emb = manifest["tables"]["emb_video_id"]
+    k = V // 2 + 1  # kept rows: 0, the odd ids 1..39 (39 is the OOV row)
+    assert emb["rows_total"] == emb["rows_sent"] == k and emb["quantized"] and emb["keys"]["remap"]
+    assert emb["payload_bytes"] == k * (2 + D + 4)  # uint16 index + int8 row + fp16 scale/bias
+    assert manifest["tables"]["linear_video_id"]["payload_bytes"] == k * (2 + 4)
+    assert not os.listdir(os.path.join(versions["base"], delta_lib.DELTAS_DIR))[0].startswith(".tmp")
+
+    out = os.path.join(versions["base"], "2")
+    result = assemble(os.path.join(versions["base"], "1"), delta_dir, out)
+    assert result["version"] == 2 and os.path.isdir(out)
+    got, want = delta_lib.read_checkpoint(out), delta_lib.read_checkpoint(versions["new_full"])
+    base = delta_lib.read_checkpoint(os.path.join(versions["base"], "1"))
+    assert set(got) == set(want)
+    for key in got:
+        if key != delta_lib.OBJECT_GRAPH_KEY:
+            assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key]), key
+    assert got[delta_lib.OBJECT_GRAPH_KEY] == base[delta_lib.OBJECT_GRAPH_KEY]
+    # graph, assets and warmup hard-linked from the base
+    for rel in ("saved_model.pb", "assets/vocab.txt", "assets.extra/tf_serving_warmup_requests"):
+        assert os.stat(os.path.join(out, rel)).st_ino == os.stat(os.path.join(versions["base"], "1", rel)).st_ino
+    ids = [0, 1, 2, 3, 17, 38, 39]
+    np.testing.assert_array_equal(score(out, ids), score(versions["new_full"], ids))
+    full_bytes = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(versions["new_full"]) for f in fs)
+    print(f"\ntiny model: delta(1.0) {manifest['total_bytes']} B vs full version {full_bytes} B")
+
+
+def test_partial_delta_changes_only_the_chosen_rows_and_fp16_dense(versions):
+    from serving.patcher import assemble
+
+    manifest, delta_dir = make_delta(versions, 0.25, 3, dense="fp16")
+    emb = manifest["tables"]["emb_video_id"]
+    assert emb["rows_sent"] == int(np.ceil(0.25 * emb["rows_total"]))
+    assert manifest["dense"]["dtype"] == "fp16"
+    _, tables, dense = delta_lib.read_delta(delta_dir)
+    out = os.path.join(versions["base"], "3")
+    assemble(os.path.join(versions["base"], "1"), delta_dir, out)
+    got, new = delta_lib.read_checkpoint(out), delta_lib.read_checkpoint(versions["new_full"])
+    base = delta_lib.read_checkpoint(os.path.join(versions["base"], "1"))
+    for name, entry in manifest["tables"].items():
+        sent = tables[name]["rows"].astype(int)
+        # the chosen rows are the largest ‖x̂_new − x̂_base‖ ones
+        change = np.linalg.norm(delta_lib.table_rows(new, entry["keys"]) - delta_lib.table_rows(base, entry["keys"]),
+                                axis=1)
+        assert change[sent].min() >= np.delete(change, sent).max()
+        for part in ("values", "scale", "bias"):
+            if part in entry["keys"]:
+                key = entry["keys"][part]
+                np.testing.assert_array_equal(got[key][sent], new[key][sent])
+                rest = np.setdiff1d(np.arange(entry["rows_total"]), sent)
+                np.testing.assert_array_equal(got[key][rest], base[key][rest])
+    (wkey,) = list(dense)
+    assert dense[wkey].dtype == np.float16 and got[wkey].dtype == np.float32
+    np.testing.assert_array_equal(got[wkey], new[wkey].astype(np.float16).astype(np.float32))
+
+
+def test_manifest_records_checksums_and_totals(versions):
+    manifest, delta_dir = make_delta(versions, 0.5, 4)
+    with open(os.path.join(delta_dir, delta_lib.MANIFEST)) as f:
+        assert json.load(f) == json.loads(json.dumps(manifest))
+    assert manifest["base_version"] == 1 and manifest["version"] == 4
+    assert manifest["total_bytes"] == sum(t["bytes"] for t in manifest["tables"].values()) + manifest["dense"]["bytes"]
+    assert manifest["total_bytes"] == sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(delta_dir)
+                                          for f in fs if f != delta_lib.MANIFEST)
+    with pytest.raises(delta_lib.DeltaMismatchError, match="remap"):
+        base = delta_lib.read_checkpoint(os.path.join(versions["base"], "1"))
+        keys = delta_lib.table_keys(base[delta_lib.OBJECT_GRAPH_KEY])
+        other = dict(base)
+        remap_key = keys["emb_video_id"]["remap"]
+        other[remap_key] = base[remap_key][::-1].copy()
+        delta_lib.compute_delta(base, other, keys, 1.0, "row_change")
