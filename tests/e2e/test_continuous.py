@@ -128,6 +128,7 @@ def test_two_spans_warm_start_delta_publish_and_hot_swap(tmp_path):
     assert set(warm["restored"]["slots"]) >= {"_momentums", "_velocities"}
     assert all(t["new"] == 0 for t in warm["restored"]["tables"].values())  # same vocabularies
     assert warm["loss_after"] < warm["loss_before"], warm  # restored beats the cold initialisation
+    assert warm["learning_rate"] == pytest.approx(configs.WARM_START_LEARNING_RATE)  # the continuous phase's rate
     # delta publish, assembled into the next version, served with no failed request
     assert second["publish"]["kind"] == "delta", second["publish"]
     assert second["publish"]["base_version"] == v1 and v2 > v1
