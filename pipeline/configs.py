@@ -371,11 +371,10 @@ PUBLISH_SWEEP_MAX_EXAMPLES = 20000
 # PUBLISH_DELTA_ROW_FRACTION compact rows by PUBLISH_DELTA_PRIORITY
 # (models/publishing/priority.py: "opt_state_change" | "row_change" | "touch_count" | "random")
 # plus the changed dense weights in PUBLISH_DELTA_DENSE ("fp32" | "fp16"), assembled into
-# the next version by serving/patcher.py. Figures: bench/results/freshness.json.
-PUBLISH_FULL_EVERY = 6
-PUBLISH_DELTA_ROW_FRACTION = 0.05
-PUBLISH_DELTA_PRIORITY = "opt_state_change"
-PUBLISH_DELTA_DENSE = "fp32"
+# the next version by serving/patcher.py. bench/results/freshness.json: with Adam, row_change
+# recovers the most NE per byte, and fp16 dense costs no NE while halving the delta.
+PUBLISH_FULL_EVERY, PUBLISH_DELTA_ROW_FRACTION = 6, 0.05
+PUBLISH_DELTA_PRIORITY, PUBLISH_DELTA_DENSE = "row_change", "fp16"
 # Continuous runs (pipeline/continuous.py; span.py): span k trains on [origin + k·SPAN_HOURS, +SPAN_HOURS)
 # and validates/evaluates on the SPAN_HOLDOUT_HOURS after it; origin: SPAN_ORIGIN_MS or 00:00 UTC+8 of the
 # first log date. Transform runs on spans k % PUBLISH_FULL_EVERY == 0, the others reuse its graph.

@@ -86,7 +86,7 @@ def test_full_then_delta_publish_assembles_a_verified_version(two_trainings):
                                     sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
                                     quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
                                     max_xauc_drop=1.0, full_every=3, delta_row_fraction=0.25,
-                                    delta_priority="opt_state_change")
+                                    delta_priority="opt_state_change", delta_dense="fp32")
 
     def run(artifact, version):
         return publish_lib.publish(os.path.join(artifact, "Format-Serving"), artifact, t["tft_dir"], t["eval"],
