@@ -26,14 +26,16 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from apache_beam.io.filesystems import FileSystems
-from tfx.components.example_gen import utils as example_gen_utils
-from tfx.proto import example_gen_pb2
 
 from components.log_example_gen.config import LogExampleGenConfig
 
-SPAN_PROPERTY_NAME = example_gen_utils.SPAN_PROPERTY_NAME  # "span"
-VERSION_PROPERTY_NAME = example_gen_utils.VERSION_PROPERTY_NAME  # "version"
-FINGERPRINT_PROPERTY_NAME = example_gen_utils.FINGERPRINT_PROPERTY_NAME  # "input_fingerprint"
+# tfx.components.example_gen.utils' property names (a test checks they are equal). TFX is
+# imported only where the driver resolves patterns: the Beam workers unpickle DoFns from
+# modules that import this one, and importing tfx.components there cost each worker
+# process most of its start-up time and ~1 GB (bench/README.md, Ingestion).
+SPAN_PROPERTY_NAME = "span"
+VERSION_PROPERTY_NAME = "version"
+FINGERPRINT_PROPERTY_NAME = "input_fingerprint"
 
 LOG, USER, VIDEO = "log", "user_features", "video_features"
 
@@ -87,6 +89,9 @@ def table_fingerprint(table: str, input_base: str, files: Tuple[FileStat, ...]) 
 
 def _resolve_pattern(input_base: str, table: str, pattern: str) -> Tuple[str, int, Optional[int], bool]:
     """(pattern narrowed to the latest span/version, span, version, has a span spec)."""
+    from tfx.components.example_gen import utils as example_gen_utils
+    from tfx.proto import example_gen_pb2
+
     split = example_gen_pb2.Input.Split(name=table, pattern=pattern)
     is_span, is_date, _ = example_gen_utils.verify_split_pattern_specs(split)
     if not (is_span or is_date):

@@ -26,6 +26,14 @@ def logs(tmp_path):
     return folder
 
 
+def test_property_names_are_tfx_example_gens():
+    from tfx.components.example_gen import utils as example_gen_utils
+
+    assert (I.SPAN_PROPERTY_NAME, I.VERSION_PROPERTY_NAME, I.FINGERPRINT_PROPERTY_NAME) == (
+        example_gen_utils.SPAN_PROPERTY_NAME, example_gen_utils.VERSION_PROPERTY_NAME,
+        example_gen_utils.FINGERPRINT_PROPERTY_NAME)
+
+
 def test_fingerprint_names_every_table_and_is_stable(logs):
     first = _resolve(logs)
     assert first.span == 0 and first.version is None  # no {SPAN} spec: span 0, as in TFX
