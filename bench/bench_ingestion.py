@@ -120,7 +120,7 @@ def main(argv=None):
         "bench": "ingestion", "logs": _rel(args.logs), "max_rows_per_file": args.max_rows_per_file,
         "read_range_bytes": args.range_bytes,
         "cpu_count": os.cpu_count(), "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "note": "shared 2-core machine, busy with other jobs: treat times as upper bounds",
+        "note": "2-core machine: compare load_average_before of each run; times under load are upper bounds",
         "runs": runs,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
