@@ -9,7 +9,7 @@ pins of requirements.lock) so the executors can import `models.*`, `components.*
 and `pipeline.*`. Beam stages run on Dataflow (or Flink/Spark) when
 `--beam_pipeline_args` says so, e.g. `--runner=DataflowRunner --project=... --region=...
 --temp_location=gs://... --setup_file=./setup.py`, or by a documented argument set of
-pipeline/configs.py: `--beam_runner DataflowRunner --beam_value project=p --beam_value
+pipeline/configs/: `--beam_runner DataflowRunner --beam_value project=p --beam_value
 region=r --beam_value temp_location=gs://b/tmp --beam_value num_workers=8`. The output is the KFP v2
 pipeline spec (JSON) that `kfp` / Vertex submit.
 """

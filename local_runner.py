@@ -4,7 +4,7 @@
     tfx pipeline create --engine local --pipeline_path local_runner.py
     tfx run create --engine local --pipeline_name watchtime_ranker
 
-Knobs come from pipeline/configs.py; `LOGS` (input folder) and `OUTPUT_DIR` may be
+Knobs come from pipeline/configs/; `LOGS` (input folder) and `OUTPUT_DIR` may be
 set in the environment. With no LOGS, simulated logs are written first.
 """
 import os

@@ -6,7 +6,7 @@
 1. LogExampleGen + Transform once (bench/bench_rankers.py run_example_gen_and_transform) with
    train = the warm-up days and eval = the replay days: vocabularies come from the warm-up
    days only (new ids of the replay days fall into the OOV buckets).
-2. One trainer (the pipeline's ranker and heads, pipeline/configs.py trainer_config(); DIN by
+2. One trainer (the pipeline's ranker and heads, pipeline/configs/ trainer_config(); DIN by
    default) trains one epoch on the warm-up days; every policy then publishes a full version.
 3. The replay days are cut into intervals of REPLAY_HOURS of log time. Per interval j: the
    trainer trains one pass on interval j's rows (the same model, continuously); every policy

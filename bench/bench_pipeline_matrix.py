@@ -16,7 +16,7 @@ used, NE, nDCG, ECS, XAUC, XGAUC, MAE, RMSE, quantile coverage error, ...), the
 signature outputs a REST `predict` on the pushed version returned (the embedded
 TF-Serving-compatible server; with CQE also the `serving_dqc` signature with a per-
 request k), the ModelReport path, and the run's wall time. Train/eval days follow
-pipeline/configs.py (the last EVAL_LAST_N_DAYS days are eval), as in `make run`.
+pipeline/configs/ (the last EVAL_LAST_N_DAYS days are eval), as in `make run`.
 """
 import os
 
@@ -44,7 +44,7 @@ TABLE_METRICS = [
 def _parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--logs", default=os.environ.get("LOGS") or None,
-                   help="KuaiRand-Pure-format folder (default: simulated logs, pipeline/configs.py SIM_*)")
+                   help="KuaiRand-Pure-format folder (default: simulated logs, pipeline/configs/ SIM_*)")
     p.add_argument("--rankers", default=os.environ.get("BENCH_RANKERS", RANKERS))
     p.add_argument("--heads", default=os.environ.get("BENCH_HEADS", HEADS))
     p.add_argument("--work", default=None, help="output root (default /tmp/bench_pipeline_<sim|real>)")

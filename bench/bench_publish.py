@@ -5,7 +5,7 @@
 
 1. LogExampleGen + Transform once (bench/bench_rankers.py run_example_gen_and_transform;
    reused when the days match), splits transformed in memory.
-2. Per model (BENCH_MODELS, default din): builds it from pipeline/configs.py, trains one
+2. Per model (BENCH_MODELS, default din): builds it from pipeline/configs/, trains one
    epoch (BENCH_EPOCHS) on the train split with validation on the last train day (best
    epoch kept), reads the per-row optimizer state (models/publishing/row_importance.py),
    and scores the eval days with the trained fp32 model.

@@ -11,7 +11,7 @@
    validation = the last train day (VALIDATION_LAST_N_TRAIN_DAYS), eval = the eval
    days. Eval days are never used for model selection.
 3. Per model (BENCH_MODELS, default lr,baseline,xdeepfm,din,bst; hyperparameters from
-   pipeline/configs.py): builds it with run_fn.build_ranker, trains with
+   pipeline/configs/): builds it with run_fn.build_ranker, trains with
    run_fn.fit_ranker (up to BENCH_EPOCHS, validation click AUC each epoch, best epoch's
    weights kept), scores the validation and the eval days (AUC, per-user GAUC with users
    used/skipped, request GAUC, frozen-state GAUC, logloss; models/evaluation/metrics.py and

@@ -3,7 +3,7 @@
 Model: a published DIN ranker version (``--model-dir <version dir>``), or by default an
 untrained DIN (same compute as a trained one) exported with run_fn's signatures over a
 TF Transform graph analysed on 300 synthetic raw rows, history length L from
-pipeline/configs.py. Served by the embedded server on loopback (`serving.http_server`).
+pipeline/configs/. Served by the embedded server on loopback (`serving.http_server`).
 
 Scenarios (keep-alive connections, pre-encoded JSON bodies, http.client):
 - {row format `serving_default`, columnar `serving_rank`} x {1, 100 candidates} x
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     results.update(
         command="make bench-serving",
         model=("--model-dir " + os.path.relpath(args.model_dir, ROOT)) if args.model_dir
-        else "untrained DIN (pipeline/configs.py trainer_config('din')), TFT graph of 300 synthetic rows",
+        else "untrained DIN (pipeline/configs/ trainer_config('din')), TFT graph of 300 synthetic rows",
         history_length=L, model_dir="<tmp>/serving/watchtime_ranker/<version>",
         machine=dict(cpus=os.cpu_count(), loadavg_before=[round(x, 2) for x in load_before],
                      loadavg_after=[round(x, 2) for x in os.getloadavg()],

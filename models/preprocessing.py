@@ -23,7 +23,7 @@ EAD watch-time buckets (CREAD §4, models/watch_time/ead.py)
     watch_time_bucket = Σ_m 1(watch_time_s > t_m) is the ordinal label.
 
 Knobs arrive as Transform's ``custom_config`` (a `TransformConfig`, values in
-pipeline/configs.py ``TRANSFORM``), so they are part of Transform's cache key: a
+pipeline/configs/ ``TRANSFORM``), so they are part of Transform's cache key: a
 changed EAD β re-runs Transform instead of reusing an old transform graph.
 """
 import tensorflow as tf

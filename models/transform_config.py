@@ -1,6 +1,6 @@
 """TransformConfig: the typed settings of `models.preprocessing.preprocessing_fn`.
 
-The values live in pipeline/configs.py (``TRANSFORM``); Transform hands them to
+The values live in pipeline/configs/ (``TRANSFORM``); Transform hands them to
 ``preprocessing_fn`` as its ``custom_config``, which puts them in Transform's cache key.
 Kept apart from preprocessing.py so the pipeline can build one without importing TF.
 """
@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 @dataclasses.dataclass(frozen=True)
 class TransformConfig:
-    """Every knob of `preprocessing_fn` (values: pipeline/configs.py ``TRANSFORM``).
+    """Every knob of `preprocessing_fn` (values: pipeline/configs/ ``TRANSFORM``).
 
     oov_buckets: OOV indices after each vocabulary (the Trainer's tables match it);
     vocab_frequency_threshold: minimum count of a vocabulary entry (1 keeps all);

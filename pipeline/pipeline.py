@@ -13,7 +13,7 @@ the next hours), the Trainer reads its raw examples through the transform graph 
 warm-starts from the latest Model (Resolver, LatestArtifactStrategy -> base_model);
 "full" runs Transform on the span (new vocabularies), "delta" reuses the latest
 TransformGraph (Resolver) so vocabulary indices stay fixed. Every argument is explicit; runners take values from
-`pipeline/configs.py` (through `pipeline/runners.py`). Transform and the Trainer get
+`pipeline/configs/` (through `pipeline/runners.py`). Transform and the Trainer get
 their typed configs as `custom_config`, so every knob is in their cache keys.
 """
 import json
@@ -126,7 +126,7 @@ def create_pipeline(
     different rankers/heads side by side (bench/bench_pipeline_matrix.py), where the
     latest blessed model is another configuration, not a predecessor.
     `publish_config`: the Publisher's pruning, quantization, gates and versions
-    (None: pipeline/configs.py PUBLISHER).
+    (None: pipeline/configs/ PUBLISHER).
     `run_mode`: "batch" (the graph above), or a continuous span run (module doc): "full"
     (Transform on the span) or "delta" (the latest transform graph, no Transform).
     `model_report`: False leaves the ModelReport out (continuous runs, tests).

@@ -26,8 +26,8 @@ def _parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--logs", help="folder of KuaiRand-Pure-format files (default: simulated logs)")
     p.add_argument("--out", default="outputs", help="output root (pipeline root, MLMD, serving dir)")
-    p.add_argument("--model-type", help="ranker to train (pipeline/configs.py MODEL_TYPE)")
-    p.add_argument("--watch-head", help="watch-time head (pipeline/configs.py WATCH_HEAD)")
+    p.add_argument("--model-type", help="ranker to train (pipeline/configs/ MODEL_TYPE)")
+    p.add_argument("--watch-head", help="watch-time head (pipeline/configs/ WATCH_HEAD)")
     p.add_argument("--num-predictions", type=int, default=5)
     return p.parse_args(argv)
 

@@ -1,4 +1,4 @@
-"""What every runner shares: create_pipeline's arguments from pipeline/configs.py.
+"""What every runner shares: create_pipeline's arguments from pipeline/configs/.
 
 `local_runner.py` (LocalDagRunner, the `tfx` CLI), `pipeline/run_local.py`
 (`make run`), `kubeflow_v2_runner.py` and the benches build the pipeline through
@@ -10,7 +10,7 @@ from pipeline import configs
 
 
 def configured_args(trainer_config=None) -> dict:
-    """create_pipeline arguments that come from pipeline/configs.py alone (no paths,
+    """create_pipeline arguments that come from pipeline/configs/ alone (no paths,
     no MLMD, no Beam flags): shared by the local and the Kubeflow runner.
     `trainer_config`: a TrainerConfig replacing configs.TRAINER."""
     return dict(
@@ -45,7 +45,7 @@ def beam_args(runner: str = None, **values) -> list:
 
 
 def build_local(data_path: str = None, output_dir: str = None, **overrides):
-    """The pipeline as configured in pipeline/configs.py, for LocalDagRunner.
+    """The pipeline as configured in pipeline/configs/, for LocalDagRunner.
 
     `output_dir` relocates pipeline root, MLMD and serving dir; `overrides` replace
     any create_pipeline argument (tests use it for small runs)."""

@@ -2,7 +2,7 @@
 
 The defaults are TF Serving 2.16's own flag defaults (``model_servers/main.cc``), so
 ``python -m serving`` behaves like ``tensorflow_model_server`` out of the box;
-the project's values live in ``pipeline/configs.py`` (``SERVING``).
+the project's values live in ``pipeline/configs/`` (``SERVING``).
 """
 import dataclasses
 from dataclasses import dataclass

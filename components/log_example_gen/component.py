@@ -1,6 +1,6 @@
 """LogExampleGen: a TFX ExampleGen (Beam) for KuaiRand-Pure-format logs.
 
-Usage in a pipeline (the values live in pipeline/configs.py)::
+Usage in a pipeline (the values live in pipeline/configs/)::
 
     from components.log_example_gen.component import LogExampleGen
     from components.log_example_gen.config import LogExampleGenConfig

@@ -1,6 +1,6 @@
 """LogExampleGenConfig: the typed knobs of LogExampleGen (pure Python, no TFX/Beam).
 
-The values live in pipeline/configs.py; this class only names, types and checks them.
+The values live in pipeline/configs/; this class only names, types and checks them.
 The file patterns default to the KuaiRand-Pure release names of
 schemas/kuairand_format.py (the one definition of the format); every other knob is
 required. ``to_component_args()`` gives the ``LogExampleGen(...)`` keyword arguments
@@ -82,7 +82,7 @@ def _pattern(name: str, value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class LogExampleGenConfig:
-    """Every knob of LogExampleGen (values: pipeline/configs.py).
+    """Every knob of LogExampleGen (values: pipeline/configs/).
 
     history_length: L, the fixed (padded) length of every behaviour history (>= 1);
     history_min_watch_s: earlier events enter a history if watched >= this (>= 0);

@@ -1,7 +1,7 @@
 """Heads from the trainer config: watch head, ranking score formula, loss weights.
 
 `heads_from_config(config, thresholds)` turns a `TrainerConfig` (values in
-pipeline/configs.py WATCH_HEAD, RANKING_SCORE, CREAD, CQE) into the head list and
+pipeline/configs/ WATCH_HEAD, RANKING_SCORE, CREAD, CQE) into the head list and
 checks it; `loss_weights_from_config(config)` gives {output: weight}. No setting has
 a default here: a missing one is an error naming it.
 """

@@ -1,4 +1,4 @@
-"""PublishConfig: the typed settings of one publish (values in pipeline/configs.py PUBLISHER)."""
+"""PublishConfig: the typed settings of one publish (values in pipeline/configs/ PUBLISHER)."""
 import dataclasses
 from typing import Any, Dict, List, Optional
 
@@ -11,7 +11,7 @@ DELTA_DENSE = ("fp32", "fp16")
 
 @dataclasses.dataclass(frozen=True)
 class PublishConfig:
-    """Every knob of the Publisher (pipeline/configs.py PUBLISHER has the values and why).
+    """Every knob of the Publisher (pipeline/configs/ PUBLISHER has the values and why).
 
     prune_fraction / prune_threshold: drop this share of each table's rows, or the rows
         whose importance is ≤ the threshold (exactly one of them, or neither: no pruning).

@@ -4,7 +4,7 @@
     h_i   = [E_video[hv_i], E_author[ha_i]] + W_o·o_i   history items with outcomes
     v_U   = Σ_i m_i a(h_i, t) h_i                     (eq. 3, models/layers/target_attention.py;
                                                       no softmax by default, as the paper;
-                                                      pipeline/configs.py turns the masked
+                                                      pipeline/configs/ turns the masked
                                                       softmax on, see the note there;
                                                       attention_scoring="scaled_dot": the
                                                       scaled variant softmax(t·W h_i / √d))

@@ -1,6 +1,6 @@
 """TrainerConfig: the typed settings of one Trainer run (ranker, heads, optimisation).
 
-The values live in one place, `pipeline/configs.py` (``TRAINER``); this class only
+The values live in one place, `pipeline/configs/` (``TRAINER``); this class only
 names, types and validates them, and carries them through the Trainer's
 ``custom_config`` (a JSON dict) and back:
 
@@ -22,7 +22,7 @@ INPUT_EXAMPLES = ("transformed", "raw")
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
-    """Every knob of the Trainer (see pipeline/configs.py for the values and why).
+    """Every knob of the Trainer (see pipeline/configs/ for the values and why).
 
     model_type: ranker name in `models.rankers.RANKERS` ("lr", "baseline", "xdeepfm",
         "din", "bst"); ranker_params: keyword arguments of its builder.

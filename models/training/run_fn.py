@@ -1,7 +1,7 @@
 """TFX Trainer entry point: `run_fn(fn_args)` trains, logs to TensorBoard, exports.
 
 Every setting comes in the Trainer's custom_config as a `TrainerConfig`
-(models/training/config.py; values in pipeline/configs.py TRAINER): the ranker
+(models/training/config.py; values in pipeline/configs/ TRAINER): the ranker
 `model_type` (models/rankers RANKERS) and its `ranker_params`, the watch head
 ("regression" | "cread" | "cqe" | "cread+cqe"), loss weights, batch size, shuffle
 buffer, epochs and the tf.distribute `strategy` (models/training/strategies.py).

@@ -97,7 +97,7 @@ def raw_batch(rows, history_length):
 
 
 def trainer_config(model_type: str, history_length: int, **changes):
-    """pipeline/configs.py's TrainerConfig for small test rankers: the regression watch
+    """pipeline/configs/'s TrainerConfig for small test rankers: the regression watch
     head, the builder's own ranker defaults and 4-wide embeddings unless `changes` say
     otherwise."""
     fields = dict(watch_head="regression", ranker_params={}, embedding_dim=4)
@@ -106,7 +106,7 @@ def trainer_config(model_type: str, history_length: int, **changes):
 
 
 def configured_preprocessing_fn():
-    """`preprocessing_fn` bound to pipeline/configs.py's TransformConfig, as Transform calls it."""
+    """`preprocessing_fn` bound to pipeline/configs/'s TransformConfig, as Transform calls it."""
     import functools
 
     from models.preprocessing import preprocessing_fn

@@ -104,7 +104,7 @@ def write_inputs(folder, with_bad=True):
     return where
 
 
-# Knob values for tests that do not care about a knob (they mirror pipeline/configs.py
+# Knob values for tests that do not care about a knob (they mirror pipeline/configs/
 # at the time of writing; a test states every knob it asserts on).
 KNOBS = dict(history_length=50, history_min_watch_s=0.0, train_days=(), eval_days=(),
              eval_last_n_days=2, validation_last_n_days=1, max_bad_row_fraction=0.01,

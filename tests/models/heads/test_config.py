@@ -54,7 +54,7 @@ def test_losses_and_weights_per_head():
 
 
 def test_loss_weights_and_head_settings_come_from_the_config_only():
-    """No head setting has a default outside pipeline/configs.py: the weights are the
+    """No head setting has a default outside pipeline/configs/: the weights are the
     config's, and a CREAD/CQE settings dict missing a key is an error naming it."""
     config = trainer_config("baseline", L, loss_weight_watch=0.5)
     assert H.loss_weights_from_config(config) == {

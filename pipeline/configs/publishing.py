@@ -1,0 +1,68 @@
+"""The Publisher (#10) and freshness (#14): pruning, int8, gates, versions, deltas, spans."""
+
+
+# --- Publisher (#10) ---
+# components/publisher + models/publishing (PublishConfig). Each embedding table keeps
+# its most important rows (criterion "opt_state": mean Adam v per row, QuickUpdate's;
+# "l2_norm": FBGEMM's), pruned ids go to the table's OOV row, kept rows are int8 with
+# fp16 scale/bias. Figures: bench/results/publish.json (`make bench-publish`).
+PUBLISH_PRUNE_FRACTION = 0.5  # share of each table's rows dropped (None: no pruning)
+# True: prune the largest of PUBLISH_SWEEP_FRACTIONS <= PUBLISH_PRUNE_FRACTION whose in-memory
+# check passes the gates below (int8 only if none); the SavedModel's verification still decides.
+PUBLISH_PRUNE_AUTO = True
+PUBLISH_PRUNE_THRESHOLD = None  # or: drop rows with importance <= this (not with a fraction)
+PUBLISH_CRITERION = "opt_state"
+PUBLISH_DEFAULT_ROW = "oov"  # "oov" | "zeros"
+PUBLISH_QUANTIZE = True
+PUBLISH_QUANTIZE_MIN_DIM = 4  # narrower tables (first-order, width 1) stay fp32
+# Gates: refuse the publish when the relative NE loss or the AUC / XAUC drop exceed these.
+PUBLISH_MAX_NE_LOSS = 0.0005  # 0.05 %
+PUBLISH_MAX_AUC_DROP = 0.001
+PUBLISH_MAX_XAUC_DROP = 0.001
+PUBLISH_VERIFY_MAX_EXAMPLES = None  # eval rows scored by both models (None: the whole eval split)
+PUBLISH_GOLDEN_REQUESTS = 500
+PUBLISH_WARMUP_RECORDS = 100  # <= 1000 (TF Serving's limit)
+PUBLISH_WARMUP_ROWS_PER_REQUEST = 4
+PUBLISH_KEEP_VERSIONS = 3
+# The report's curve of NE loss against pruned fraction (in memory, on this many eval rows).
+PUBLISH_SWEEP_FRACTIONS = [0.0, 0.1, 0.25, 0.5, 0.75]
+PUBLISH_SWEEP_CRITERIA = ["opt_state", "l2_norm"]
+PUBLISH_SWEEP_MAX_EXAMPLES = 20000
+
+# --- Freshness (#14) ---
+# Partial updates (QuickUpdate, NSDI '24): a full version every PUBLISH_FULL_EVERY publishes
+# (and whenever the pruning/quantization knobs, the Transform output or the graph change);
+# in between a delta (models/publishing/delta.py) of each table's top
+# PUBLISH_DELTA_ROW_FRACTION compact rows by PUBLISH_DELTA_PRIORITY
+# (models/publishing/priority.py: "opt_state_change" | "row_change" | "touch_count" | "random")
+# plus the changed dense weights in PUBLISH_DELTA_DENSE ("fp32" | "fp16"), assembled into
+# the next version by serving/patcher.py. bench/results/freshness.json: with Adam, row_change
+# recovers the most NE per byte, and fp16 dense costs no NE while halving the delta.
+PUBLISH_FULL_EVERY, PUBLISH_DELTA_ROW_FRACTION = 6, 0.05
+PUBLISH_DELTA_PRIORITY, PUBLISH_DELTA_DENSE = "row_change", "fp16"
+# Continuous runs (pipeline/continuous.py; span.py): span k trains on [origin + k·SPAN_HOURS, +SPAN_HOURS)
+# and validates/evaluates on the SPAN_HOLDOUT_HOURS after it; origin: SPAN_ORIGIN_MS or 00:00 UTC+8 of the
+# first log date. Transform runs on spans k % PUBLISH_FULL_EVERY == 0, the others reuse its graph.
+SPAN_HOURS, SPAN_HOLDOUT_HOURS, SPAN_ORIGIN_MS = 24.0, 2.0, None
+
+
+def publish_config(**changes):
+    """The Publisher's typed config from the knobs above (`changes`: tests and benches)."""
+    from models.publishing.config import PublishConfig
+
+    config = PublishConfig(
+        prune_fraction=PUBLISH_PRUNE_FRACTION, prune_threshold=PUBLISH_PRUNE_THRESHOLD,
+        criterion=PUBLISH_CRITERION, default_row=PUBLISH_DEFAULT_ROW, quantize=PUBLISH_QUANTIZE,
+        quantize_min_dim=PUBLISH_QUANTIZE_MIN_DIM, max_ne_loss=PUBLISH_MAX_NE_LOSS,
+        max_auc_drop=PUBLISH_MAX_AUC_DROP, max_xauc_drop=PUBLISH_MAX_XAUC_DROP,
+        verify_max_examples=PUBLISH_VERIFY_MAX_EXAMPLES, golden_requests=PUBLISH_GOLDEN_REQUESTS,
+        warmup_records=PUBLISH_WARMUP_RECORDS, warmup_rows_per_request=PUBLISH_WARMUP_ROWS_PER_REQUEST,
+        keep_versions=PUBLISH_KEEP_VERSIONS, sweep_fractions=list(PUBLISH_SWEEP_FRACTIONS),
+        sweep_criteria=list(PUBLISH_SWEEP_CRITERIA), sweep_max_examples=PUBLISH_SWEEP_MAX_EXAMPLES,
+        prune_auto=PUBLISH_PRUNE_AUTO, full_every=PUBLISH_FULL_EVERY,
+        delta_row_fraction=PUBLISH_DELTA_ROW_FRACTION, delta_priority=PUBLISH_DELTA_PRIORITY,
+        delta_dense=PUBLISH_DELTA_DENSE)
+    return config.replace(**changes) if changes else config
+
+
+PUBLISHER = publish_config()
