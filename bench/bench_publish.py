@@ -9,16 +9,19 @@
    epoch (BENCH_EPOCHS) on the train split with validation on the last train day (best
    epoch kept), reads the per-row optimizer state (models/publishing/row_importance.py),
    and scores the eval days with the trained fp32 model.
-3. Variants rewritten in memory (models/publishing/rewrite.py) and scored on the same
-   eval rows: pruned only, int8 only, pruned + int8 (PUBLISH_PRUNE_FRACTION, criterion
-   PUBLISH_CRITERION), the pruned-id default row ("oov" vs "zeros"), and the sweep of
-   pruned fraction {0, 10, 25, 50, 75} % per table x criterion {opt_state, l2_norm}
-   (int8 on): NE loss %, AUC / XAUC drops, embedding bytes.
-4. Exports the trained and the published (pruned + int8) SavedModels with
-   export_serving_model and times `serving_default` on requests of 100 candidates.
+3. Rewrites in memory (models/publishing/rewrite.py), each scored on the validation day
+   AND the eval days (NE loss %, AUC / XAUC drops, embedding bytes): the sweep of pruned
+   fraction per table x criterion {opt_state, l2_norm} (the old allocation), and across
+   tables (PUBLISH_ALLOCATION, PUBLISH_CRITERION, PUBLISH_DEFAULT_ROW, int8 on).
+4. The Publisher's prune_auto on the validation day only: the largest swept fraction
+   <= PUBLISH_PRUNE_FRACTION passing the gates there; at that fraction the variants
+   published / pruned only / int8 only / per-table allocation / other default rows.
+5. Exports the trained and the published SavedModels with export_serving_model and
+   times `serving_default` on requests of 100 candidates.
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_MODELS, BENCH_EPOCHS (1), BENCH_MAX_TRAIN_ROWS,
-BENCH_MAX_EVAL_ROWS (all), BENCH_FRACTIONS (0,0.1,0.25,0.5,0.75), BENCH_LATENCY_CALLS
+BENCH_MAX_EVAL_ROWS (all; caps the validation day too), BENCH_FRACTIONS
+(0,0.25,0.5,0.6,0.7,0.75), BENCH_LATENCY_CALLS
 (200), BENCH_WORK (/tmp/bench_publish), BENCH_OUT (bench/results/publish.json).
 """
 import os
@@ -50,6 +53,7 @@ def _batches(x, y, n=4096):
 def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, latency_calls):
     import tensorflow as tf
 
+    from components.publisher.verification import gate_failures
     from models.evaluation import metrics
     from models.publishing import row_importance, rewrite, sweep
     from models.heads import training_labels
@@ -69,30 +73,61 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     keys = model.input_names
     # every output with a loss gets its label (CREAD logits and CQE quantiles train on the
     # watch time too): the same {output: label} run_fn's input_fn gives the Trainer
-    y_tr, y_va = (training_labels(model.output_names, y["click_prob"], y["watch_time_s"]) for y in (y_tr, y_va))
+    fit_tr, fit_va = (training_labels(model.output_names, y["click_prob"], y["watch_time_s"]) for y in (y_tr, y_va))
     t0 = time.time()
-    fit_ranker(model, tf.data.Dataset.from_tensor_slices(({k: x_tr[k] for k in keys}, y_tr))
+    fit_ranker(model, tf.data.Dataset.from_tensor_slices(({k: x_tr[k] for k in keys}, fit_tr))
                .shuffle(len(y_tr["click_prob"]), seed=0).batch(config.batch_size), epochs,
-               validation_data=tf.data.Dataset.from_tensor_slices(({k: x_va[k] for k in keys}, y_va)).batch(4096),
+               validation_data=tf.data.Dataset.from_tensor_slices(({k: x_va[k] for k in keys}, fit_va)).batch(4096),
                verbose=0)
     train_s = time.time() - t0
-    importance = row_importance.compute_row_importance(model, _batches({k: x_tr[k] for k in keys}, y_tr))
-    x = {k: x_ev[k] for k in keys}
-    click, watch = y_ev["click_prob"].astype(np.float64), y_ev["watch_time_s"].astype(np.float64)
+    importance = row_importance.compute_row_importance(model, _batches({k: x_tr[k] for k in keys}, fit_tr))
+    sets = {"validation": ({k: x_va[k] for k in keys}, y_va["click_prob"].astype(np.float64),
+                           y_va["watch_time_s"].astype(np.float64)),
+            "eval": ({k: x_ev[k] for k in keys}, y_ev["click_prob"].astype(np.float64),
+                     y_ev["watch_time_s"].astype(np.float64))}
+    x, click, watch = sets["eval"]
     base = sweep.predict(model, x)
     trained = {"ne": metrics.ne(click, base["click_prob"]), "auc": metrics.auc(click, base["click_prob"]),
                "xauc": metrics.xauc(watch, base["watch_time_s"])}
     publish = configs.PUBLISHER
+
+    def measure(cfg, fractions, criteria, allocations=()):
+        """prune_sweep on the validation day and on the eval days: one row per setting,
+        the NE loss / AUC / XAUC drops of each split side by side."""
+        got = {split: sweep.prune_sweep(model, importance["tables"], cfg, *data, fractions, criteria, allocations)
+               for split, data in sets.items()}
+        rows = []
+        for va, ev in zip(got["validation"], got["eval"]):
+            gates = {k: {"ne_loss": r["ne_loss"], "auc_drop": r["auc_drop"], "xauc_drop": r["xauc_drop"],
+                         "max_abs_delta_click_prob": r["max_abs_delta_click_prob"]}
+                     for k, r in (("validation", va), ("eval", ev))}
+            rows.append({**{k: v for k, v in ev.items() if k not in gates["eval"]}, **gates})
+        return rows
+
+    # the sweep: the old per-table allocation (both criteria the issue names) and the
+    # configured one (global, by saliency per byte, centroid default rows)
+    old = publish.replace(default_row="oov")  # the previous default: per table, pruned ids to the OOV row
+    sweep_rows = measure(old, [f for f in fractions if f <= 0.5], ["opt_state", "l2_norm"], ["per_table"])
+    sweep_rows += measure(publish, fractions, [publish.criterion], [publish.allocation])
+    # the Publisher's prune_auto, on the validation day only: the largest swept fraction
+    # <= PUBLISH_PRUNE_FRACTION whose validation figures pass the gates; eval reports it
+    passing = [r["fraction"] for r in sweep_rows
+               if r["allocation"] == publish.allocation and r["criterion"] == publish.criterion
+               and r["fraction"] <= publish.prune_fraction
+               and not gate_failures(r["validation"], publish.max_ne_loss, publish.max_auc_drop, publish.max_xauc_drop)]
+    chosen = max(passing) if passing else 0.0
+    publish = publish.replace(prune_fraction=chosen or None)
     variants = {}
-    for label, changes in (("pruned_only", dict(quantize=False)), ("int8_only", dict(prune_fraction=None)),
-                           ("pruned_int8", {}), ("pruned_int8_zeros_default", dict(default_row="zeros"))):
+    for label, changes in (("published", {}), ("pruned_only", dict(quantize=False)),
+                           ("int8_only", dict(prune_fraction=None)),
+                           # ablation at the same fraction, from the previous default up
+                           ("per_table_opt_state_oov", dict(allocation="per_table", criterion="opt_state",
+                                                            default_row="oov")),
+                           ("global_opt_state_oov", dict(criterion="opt_state", default_row="oov")),
+                           ("default_oov", dict(default_row="oov")), ("default_zeros", dict(default_row="zeros")),
+                           ("default_mean", dict(default_row="mean"))):
         cfg = publish.replace(**changes)
-        row = sweep.prune_sweep(model, importance["tables"], cfg, x, click, watch,
-                                [cfg.prune_fraction or 0.0], [cfg.criterion])[0]
-        variants[label] = {k: v for k, v in row.items()}
-    sweep_rows = []
-    for criterion in ("opt_state", "l2_norm"):
-        sweep_rows += sweep.prune_sweep(model, importance["tables"], publish, x, click, watch, fractions, [criterion])
+        variants[label] = measure(cfg, [cfg.prune_fraction or 0.0], [cfg.criterion], [cfg.allocation])[0]
     # latency: trained fp32 vs published (pruned + int8), 100 candidates, in-process
     inference_bytes = int(sum(w.numpy().nbytes for w in model.weights))
     trained_dir = os.path.join(work, name, "trained")
@@ -113,7 +148,7 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
         "variants": variants, "sweep": sweep_rows,
         "latency_ms_100_candidates": {"fp32_p50": fp32_ms[0], "fp32_p99": fp32_ms[1],
                                       "published_p50": pub_ms[0], "published_p99": pub_ms[1]},
-        "publish_config": publish.to_json_dict(),
+        "chosen_fraction_on_validation": chosen, "publish_config": publish.to_json_dict(),
     }
 
 
@@ -129,7 +164,7 @@ def main() -> int:
     work = os.environ.get("BENCH_WORK", "/tmp/bench_publish")
     models = [m for m in os.environ.get("BENCH_MODELS", "din").split(",") if m]
     epochs = int(os.environ.get("BENCH_EPOCHS", "1"))
-    fractions = [float(f) for f in os.environ.get("BENCH_FRACTIONS", "0,0.1,0.25,0.5,0.75").split(",")]
+    fractions = [float(f) for f in os.environ.get("BENCH_FRACTIONS", "0,0.25,0.5,0.6,0.7,0.75").split(",")]
     calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
     max_train = int(os.environ.get("BENCH_MAX_TRAIN_ROWS", "0"))
     max_eval = int(os.environ.get("BENCH_MAX_EVAL_ROWS", "0"))
@@ -140,7 +175,7 @@ def main() -> int:
     examples, transform_graph = br.run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_graph)
     splits, serialized, info = br.load_splits(examples, tft_output, configs.HISTORY_LENGTH)
-    for split, cap in (("train", max_train), ("eval", max_eval)):
+    for split, cap in (("train", max_train), ("validation", max_eval), ("eval", max_eval)):
         if cap:
             x, y, meta = splits[split]
             splits[split] = ({k: v[:cap] for k, v in x.items()}, {k: v[:cap] for k, v in y.items()}, meta)

@@ -210,6 +210,8 @@ def create_pipeline(
         example_splits=["eval"],
     )
     # pruned int8 rows, verified against the trained model, atomic versioned publish (#10)
+    from pipeline import configs as pipeline_configs  # SERVING_BATCHING (pipeline/configs/serving.py)
+
     pusher = Publisher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
@@ -218,6 +220,7 @@ def create_pipeline(
         serving_base=serving_model_dir,
         model_name=os.path.basename(os.path.normpath(serving_model_dir)),
         config_json=json.dumps(publish_config.to_json_dict()),
+        batching_json=json.dumps(pipeline_configs.SERVING_BATCHING),  # TF Serving's files beside the versions
     ).with_id("Pusher")  # the node id of the stock Pusher it replaces: MLMD lineage, KFP task and tooling
     report = None
     if model_report:  # (built only when wanted: add_upstream_node would pull it into the pipeline)

@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from models.publishing import delta as delta_lib
+from models.publishing.atomic_files import atomic_rename, temp_dir_for
 from models.publishing.delta import DeltaChecksumError, DeltaError, DeltaMismatchError  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def assemble(base_version_dir: str, delta_dir: str, out_dir: str,
     new = delta_lib.apply_delta(base, manifest, tables, dense)
     if os.path.exists(out_dir):
         raise FileExistsError(f"{out_dir} already exists")
-    temp = delta_lib.temp_dir_for(out_dir)
+    temp = temp_dir_for(out_dir)
     try:
         os.makedirs(temp)
         for name in os.listdir(base_version_dir):
@@ -123,7 +124,7 @@ def assemble(base_version_dir: str, delta_dir: str, out_dir: str,
             _write_fingerprint(temp)
         if before_rename is not None:
             before_rename(temp)
-        delta_lib.atomic_rename(temp, out_dir)
+        atomic_rename(temp, out_dir)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise

@@ -4,7 +4,8 @@ From the publish report (components/publisher/publish.py, `publish_report.json`)
 decision and reason, embedding bytes before/after per table and rows kept, the
 quantization error, NE / AUC / XAUC / MAE of the trained vs the published model, the
 golden requests' max |Δ click_prob|, warmup records, and a plot of the NE loss against
-the pruned fraction (`sweep`, per ranking criterion).
+the pruned fraction (`sweep`, per allocation and ranking criterion; drawn on the
+validation split when the Publisher was given it, `sweep_split`).
 """
 import html
 import json
@@ -44,11 +45,14 @@ def plot_sweep(path: str, sweep) -> str:
 
     fig = Figure(figsize=(6, 3.5))
     ax = fig.add_subplot(1, 1, 1)
-    for criterion in sorted({r["criterion"] for r in sweep}):
-        pts = sorted((r["fraction"], 100 * r["ne_loss"]) for r in sweep if r["criterion"] == criterion)
-        ax.plot([100 * p[0] for p in pts], [p[1] for p in pts], marker="o", label=criterion)
+    def curve(r):  # allocation (per table / across tables, allocation.py) and criterion
+        return f"{r.get('allocation', 'per_table')}, {r['criterion']}"
+
+    for name in sorted({curve(r) for r in sweep}):
+        pts = sorted((r["fraction"], 100 * r["ne_loss"]) for r in sweep if curve(r) == name)
+        ax.plot([100 * p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.axhline(0.05, color="grey", linestyle="--", linewidth=1, label="gate 0.05 %")
-    ax.set_xlabel("rows pruned per table (%)")
+    ax.set_xlabel("rows pruned (%)")
     ax.set_ylabel("relative NE loss (%)")
     ax.legend()
     fig.tight_layout()
@@ -88,5 +92,7 @@ def section(report: Optional[dict], out_dir: str, plots_dir: str = "plots") -> s
     if report.get("sweep"):
         os.makedirs(os.path.join(out_dir, plots_dir), exist_ok=True)
         plot_sweep(os.path.join(out_dir, plots_dir, "published_ne_loss.png"), report["sweep"])
-        parts.append(f"<img src='{plots_dir}/published_ne_loss.png' alt='NE loss against pruned fraction'>")
+        parts.append(f"<p>NE loss against pruned fraction, in memory on the {_fmt(report.get('sweep_split'))} "
+                     f"rows; pruned fraction chosen: {_fmt(report.get('prune_fraction_chosen'))}.</p>"
+                     f"<img src='{plots_dir}/published_ne_loss.png' alt='NE loss against pruned fraction'>")
     return "".join(parts)

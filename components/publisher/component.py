@@ -6,17 +6,27 @@ Usage in a pipeline (after the Evaluator)::
                           transform_graph=transform.outputs["transform_graph"],
                           examples=example_gen.outputs["examples"],
                           serving_base="/serving/watchtime_ranker", model_name="watchtime_ranker",
-                          config_json=json.dumps(PublishConfig(...).to_json_dict()))
+                          config_json=json.dumps(PublishConfig(...).to_json_dict()),
+                          batching_json=json.dumps(configs.SERVING_BATCHING))
 
 Inputs: the trained ``model`` (its SavedModel and the row importance beside it), the
 Evaluator's ``model_blessing`` (nothing is published unless blessed), the
-``transform_graph`` (the serving signatures apply it) and the raw ``examples`` (the
-eval split verifies the published model and feeds the warmup file).
+``transform_graph`` (the serving signatures apply it) and the raw ``examples``: the
+``eval_split`` verifies the published model and feeds the warmup file; the
+``tune_split`` (the validation day) draws the NE-loss sweep and, with prune_auto, picks
+the pruned fraction, so nothing is tuned on the rows that verify it.
 
 Full or delta (issue #14): publish.py decides per run from the config's full_every and
 the publisher state (components/publisher/freshness.py, state.py); a delta publish also
 assembles the next version in ``serving_base`` and leaves the delta in
 ``<serving_base>/deltas/<version>/``.
+
+TF Serving's files (components/publisher/serving_files.py): with ``batching_json`` (the
+BatchingParameters fields as JSON) every run rewrites ``models.config`` (latest
+min(2, keep_versions) versions, labels canary = newest, stable = the one before),
+``batching_parameters.txt`` and ``monitoring_config.txt`` in the parent of
+``serving_base``, each parsed with the TF Serving protos first; ``container_base`` is
+where that parent is mounted in the TF Serving container (models.config's base_path).
 
 Outputs: ``pushed_model``, a standard PushedModel (custom properties ``pushed`` 0/1,
 ``pushed_destination``, ``pushed_version``, as the stock Pusher's, so lineage and
@@ -32,6 +42,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
 from components.publisher import publish as publish_lib
+from components.publisher import serving_files, versioning
 from components.publisher.artifacts import PublishReport
 from models.publishing.config import PublishConfig
 
@@ -50,6 +61,9 @@ def Publisher(  # pylint: disable=invalid-name
     model_name: Parameter[str],
     config_json: Parameter[str],
     eval_split: Parameter[str] = "eval",
+    tune_split: Parameter[str] = "validation",
+    batching_json: Parameter[str] = "",
+    container_base: Parameter[str] = "/models",
 ):
     """Publishes a pruned int8 version of a blessed model, or records why not."""
     import tensorflow as tf
@@ -61,10 +75,15 @@ def Publisher(  # pylint: disable=invalid-name
                   "version": None, "served_versions": []}
     else:
         files = sorted(tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{eval_split}", "*")))
+        tune_files = sorted(tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{tune_split}", "*")))
         report = publish_lib.publish(
             trained_model_dir=path_utils.serving_model_path(model.uri), model_artifact_dir=model.uri,
             transform_graph_dir=transform_graph.uri, eval_files=files, serving_base=serving_base,
-            model_name=model_name, config=config)
+            model_name=model_name, config=config, tune_files=tune_files or None)
+    versions = versioning.list_versions(serving_base)
+    if batching_json and versions:  # TF Serving's files follow the versions on disk
+        report["serving_files"] = serving_files.write_serving_files(
+            serving_base, model_name, versions, config.keep_versions, batching_json, container_base)
     path = os.path.join(publish_report.uri, REPORT_FILE)
     publish_lib.write_report(report, path)
     publish_report.set_string_custom_property("report_json", path)

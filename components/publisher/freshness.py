@@ -32,6 +32,7 @@ import numpy as np
 from components.publisher import state as state_lib
 from components.publisher import versioning
 from models.publishing import delta as delta_lib
+from models.publishing.atomic_files import atomic_rename
 from serving import patcher
 
 
@@ -149,7 +150,7 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
                                             version=version, before_rename=before_rename)
         final_delta = os.path.join(serving_base, delta_lib.DELTAS_DIR, str(version))
         os.makedirs(os.path.dirname(final_delta), exist_ok=True)
-        delta_lib.atomic_rename(delta_tmp, final_delta)
+        atomic_rename(delta_tmp, final_delta)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     removed_deltas = prune_deltas(serving_base)

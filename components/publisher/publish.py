@@ -35,12 +35,12 @@ class PublishRefused(RuntimeError):
 
 
 def build_published_model(trained_model_dir: str, importance, config: PublishConfig, tf_transform_output,
-                          out_dir: str, plans=None) -> dict:
+                          out_dir: str, plans=None, fixed_plans: bool = False) -> dict:
     """Rewrites the trained ranker (models/publishing/rewrite.py) and exports it with the
-    trainer's signatures to `out_dir`; returns the per-table report and L. `plans`:
-    rewrite.publish_tables's (fixed plans in, computed plans out)."""
+    trainer's signatures to `out_dir`; returns the per-table report and L. `plans`,
+    `fixed_plans`: rewrite.publish_tables's (computed plans out; a delta's fixed plans in)."""
     model = rewrite.load_trained_model(trained_model_dir)
-    tables = rewrite.publish_tables(model, importance, config, plans=plans)
+    tables = rewrite.publish_tables(model, importance, config, plans=plans, fixed_plans=fixed_plans)
     length = rewrite.history_length(model)
     export_serving_model(model, tf_transform_output, length, out_dir)
     return {"tables": tables, "history_length": length}
@@ -62,9 +62,10 @@ def run_sweep(trained_model_dir: str, importance, config: PublishConfig, tf_tran
 
 def choose_fraction(config: PublishConfig, sweep_rows: list) -> PublishConfig:
     """The largest swept fraction ≤ config.prune_fraction whose in-memory check passes
-    the gates for config.criterion (no pruning when none does)."""
+    the gates for config.criterion and config.allocation (no pruning when none does)."""
     ok = [r["fraction"] for r in sweep_rows
-          if r["criterion"] == config.criterion and r["fraction"] <= config.prune_fraction
+          if r["criterion"] == config.criterion and r.get("allocation", config.allocation) == config.allocation
+          and r["fraction"] <= config.prune_fraction
           and not verification.gate_failures(r, config.max_ne_loss, config.max_auc_drop, config.max_xauc_drop)]
     return config.replace(prune_fraction=max(ok) if ok and max(ok) > 0 else None)
 
@@ -78,8 +79,10 @@ def golden_instances(serialized: List[bytes], n: int) -> List[dict]:
 
 def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir: str, eval_files: List[str],
             serving_base: str, model_name: str, config: PublishConfig, version: Optional[int] = None,
-            before_rename=None) -> dict:
-    """Publishes one version (module docstring); returns the publish report."""
+            before_rename=None, tune_files: Optional[List[str]] = None) -> dict:
+    """Publishes one version (module docstring); returns the publish report. `tune_files`
+    (the validation split): the sweep and prune_auto's choice run on them (default: the
+    eval files, which also verify: then the choice is tuned on the verification rows)."""
     import tensorflow_transform as tft
 
     started = time.time()
@@ -117,7 +120,8 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
             report.update(freshness.publish_delta(
                 serving_base, state, config, importance, version=version, before_rename=before_rename, verify=verify,
                 build=lambda out, plans: build_published_model(trained_model_dir, importance, config,
-                                                               tf_transform_output, out, plans=plans)))
+                                                               tf_transform_output, out, plans=plans,
+                                                               fixed_plans=True)))
             report.update(rewrite.tables_summary(report["tables"]) if report.get("tables") else {})
             report.update(kind_reason=why, decision="published", reason="every gate passed (assembled version)")
         except PublishRefused as e:
@@ -132,8 +136,10 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
     original_config, plans = config, {}
 
     if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
-        report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output,
-                                    serialized[:config.sweep_max_examples or None])
+        tune = (verification.read_examples(tune_files, config.sweep_max_examples or None) if tune_files
+                else serialized[:config.sweep_max_examples or None])
+        report["sweep_split"] = "tune split" if tune_files else "eval split"
+        report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output, tune)
         if config.prune_auto and config.prunes and config.prune_fraction:
             config = choose_fraction(config, report["sweep"])
             report["prune_fraction_chosen"] = config.prune_fraction or 0.0

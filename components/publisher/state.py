@@ -12,7 +12,7 @@ base holds only numeric versions and `deltas/`). Written only when full_every > 
                                     graph (op counts + signatures of the published graph)
                  keys               {table: {values|scale|bias|remap: checkpoint key}}
                  history            the last runs: version, kind, bytes
-    state.npz    <table>/kept, <table>/remap, <table>/zero_row   the pruning plan of the
+    state.npz    <table>/kept, remap, zero_row, centroid_rows  the pruning plan of the
                                     last full version (deltas keep it)
                  <table>/opt_state  per compact row: the row's mean optimizer state when
                                     that row was last sent (QuickUpdate's reference)
@@ -31,6 +31,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from models.publishing import pruning
+from models.publishing.atomic_files import write_file_atomic
 
 JSON_NAME = "state.json"
 NPZ_NAME = "state.npz"
@@ -54,31 +55,22 @@ class PublisherState:
     history: List[dict] = dataclasses.field(default_factory=list)
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    temp = f"{path}.tmp-{os.getpid()}"
-    with open(temp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
-
-
 def save(serving_base: str, state: PublisherState) -> str:
     d = state_dir(serving_base)
     os.makedirs(d, exist_ok=True)
     arrays = {}
     for name, plan in state.plans.items():
         arrays.update({f"{name}/kept": plan.kept, f"{name}/remap": plan.remap,
-                       f"{name}/zero_row": np.array(plan.zero_row)})
+                       f"{name}/zero_row": np.array(plan.zero_row), f"{name}/centroid_rows": np.array(plan.centroid_rows)})
     arrays.update({f"{n}/opt_state": v for n, v in state.opt_state.items()})
     arrays.update({f"{n}/touches": v for n, v in state.touches.items()})
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    _write_atomic(os.path.join(d, NPZ_NAME), buf.getvalue())
+    write_file_atomic(os.path.join(d, NPZ_NAME), buf.getvalue())
     meta = {"base_version": int(state.base_version), "runs_since_full": int(state.runs_since_full),
             "fingerprints": state.fingerprints, "keys": state.keys, "history": state.history[-HISTORY:],
             "npz_sha256": hashlib.sha256(buf.getvalue()).hexdigest()}
-    _write_atomic(os.path.join(d, JSON_NAME), json.dumps(meta, indent=1).encode())
+    write_file_atomic(os.path.join(d, JSON_NAME), json.dumps(meta, indent=1).encode())
     return d
 
 
@@ -101,7 +93,8 @@ def load(serving_base: str) -> Optional[PublisherState]:
         table, what = key.rsplit("/", 1)
         if what == "kept":
             plans[table] = pruning.PrunePlan(kept=value, remap=arrays[f"{table}/remap"],
-                                             zero_row=bool(arrays[f"{table}/zero_row"]))
+                                             zero_row=bool(arrays[f"{table}/zero_row"]),
+                                             centroid_rows=int(arrays.get(f"{table}/centroid_rows", 0)))
         elif what == "opt_state":
             opt_state[table] = value
         elif what == "touches":

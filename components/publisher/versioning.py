@@ -23,6 +23,8 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
+from models.publishing.atomic_files import fsync_tree, rename_durable
+
 TEMP_PREFIX = ".publishing-"
 
 
@@ -50,24 +52,6 @@ def clean_stale_temps(base: str) -> List[str]:
     return stale
 
 
-def fsync_tree(path: str) -> None:
-    """fsync every file and directory under a local `path` (no-op on object stores)."""
-    if "://" in path:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def publish_version(base: str, assemble: Callable[[str], None], keep: int, version: Optional[int] = None,
                     before_rename: Optional[Callable[[str], None]] = None) -> dict:
     """Assembles a version with `assemble(temp_dir)` and publishes it atomically (module
@@ -87,12 +71,11 @@ def publish_version(base: str, assemble: Callable[[str], None], keep: int, versi
         fsync_tree(temp)
         if before_rename is not None:
             before_rename(temp)
-        tf.io.gfile.rename(temp, final)
+        rename_durable(temp, final)  # + fsync of the base dir (models/publishing/atomic_files.py)
     except BaseException:
         if tf.io.gfile.exists(temp):
             tf.io.gfile.rmtree(temp)
         raise
-    fsync_tree(base) if "://" not in base else None
     removed = []
     for old in list_versions(base)[:-keep]:
         tf.io.gfile.rmtree(os.path.join(base, str(old)))

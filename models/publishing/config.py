@@ -2,10 +2,11 @@
 import dataclasses
 from typing import Any, Dict, List, Optional
 
+from models.publishing.allocation import ALLOCATIONS
 from models.publishing.priority import PRIORITIES as DELTA_PRIORITIES
 from models.publishing.pruning import DEFAULT_ROWS
 
-CRITERIA = ("opt_state", "l2_norm", "touch_count")
+CRITERIA = ("opt_state", "l2_norm", "touch_count", "saliency")
 DELTA_DENSE = ("fp32", "fp16")
 
 
@@ -15,8 +16,14 @@ class PublishConfig:
 
     prune_fraction / prune_threshold: drop this share of each table's rows, or the rows
         whose importance is ≤ the threshold (exactly one of them, or neither: no pruning).
-    criterion: row importance used to rank rows ("opt_state", "l2_norm", "touch_count").
-    default_row: where pruned ids go: "oov" (the table's OOV row) or "zeros".
+    criterion: row importance used to rank rows ("opt_state", "l2_norm", "touch_count",
+        "saliency" = ½·opt_state·‖row − default row‖², models/publishing/allocation.py).
+    allocation: "per_table" (each table drops prune_fraction of its rows) or "global"
+        (prune_fraction of all rows, the least important per byte across tables; a table
+        whose pruning would not pay for its remap is left whole).
+    default_row: where pruned ids go: "oov" (the table's OOV row), "zeros", "mean" (an
+        extra row: the mean of the pruned rows) or "centroids" (tail_centroids extra rows,
+        the k-means centroids of the pruned rows; each pruned id to its cluster's row).
     quantize: int8 row-wise rows; tables narrower than quantize_min_dim stay fp32
         (a width-1 row costs 5 bytes quantized vs 4 in fp32).
     max_ne_loss: refuse when (NE_pub − NE_trained)/NE_trained exceeds it (0.0005 = 0.05 %).
@@ -59,6 +66,8 @@ class PublishConfig:
     delta_row_fraction: float = 0.05
     delta_priority: str = "opt_state_change"
     delta_dense: str = "fp32"
+    allocation: str = "per_table"
+    tail_centroids: int = 1
 
     def __post_init__(self):
         if self.prune_fraction is not None and self.prune_threshold is not None:
@@ -67,9 +76,11 @@ class PublishConfig:
             raise ValueError(f"PublishConfig.prune_fraction must be in [0, 1), got {self.prune_fraction}")
         if self.criterion not in CRITERIA:
             raise ValueError(f"PublishConfig.criterion must be one of {CRITERIA}, got {self.criterion!r}")
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"PublishConfig.allocation must be one of {ALLOCATIONS}, got {self.allocation!r}")
         if self.default_row not in DEFAULT_ROWS:
             raise ValueError(f"PublishConfig.default_row must be one of {DEFAULT_ROWS}, got {self.default_row!r}")
-        for name in ("quantize_min_dim", "keep_versions", "warmup_rows_per_request"):
+        for name in ("quantize_min_dim", "keep_versions", "warmup_rows_per_request", "tail_centroids"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"PublishConfig.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("golden_requests", "warmup_records"):

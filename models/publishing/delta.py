@@ -29,8 +29,7 @@ sent, dim, quantized, file, bytes, sha256; dense: dtype, file, bytes, sha256, an
 checkpoint key its entry, dtype and shape; total_bytes), `tables/<table>.npz`
 (rows, values[, scale, bias]) and `dense.npz`. `read_delta` verifies every checksum.
 
-(components/publisher/versioning.py has the same fsync + rename; models/ may not import
-components/, so the few lines are here and serving/patcher.py reuses them.)
+Written like a version: temp dir, fsync, one rename (models/publishing/atomic_files.py).
 """
 import dataclasses
 import hashlib
@@ -44,6 +43,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 
 from models.publishing import priority as priority_lib
+from models.publishing.atomic_files import atomic_rename, temp_dir_for
 from models.publishing import pruning, quantization
 
 MANIFEST = "manifest.json"
@@ -201,36 +201,6 @@ def _npz_bytes(arrays: Dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
-
-
-def fsync_tree(path: str) -> None:
-    """fsync every file and directory under a local `path` (as versioning.fsync_tree)."""
-    for root, _, files in os.walk(path):
-        for name in files + ["."]:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
-
-def atomic_rename(temp: str, final: str) -> None:
-    """fsync `temp`, rename it to `final` (which must not exist), fsync the parent."""
-    if os.path.exists(final):
-        raise FileExistsError(f"{final} already exists")
-    fsync_tree(temp)
-    os.rename(temp, final)
-    fd = os.open(os.path.dirname(os.path.abspath(final)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def temp_dir_for(final: str) -> str:
-    """A hidden sibling of `final` (non-numeric: never loaded, never applied)."""
-    parent, name = os.path.split(os.path.abspath(final))
-    return os.path.join(parent, f".tmp-{name}-{os.getpid()}-{time.monotonic_ns()}")
 
 
 def write_delta(delta: Delta, out_dir: str, base_version: int, version: int) -> dict:

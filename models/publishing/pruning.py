@@ -15,8 +15,19 @@ its compact row, and every pruned id to one shared default row:
              = d                    otherwise
 
 with d the compact position of the first OOV row (`default_row="oov"`), or of an extra
-all-zero row appended to the compact table (`default_row="zeros"`, FBGEMM's −1 remap
-contributing zero). The remap lives in the serving graph (`ids = gather(remap, ids)`),
+row appended to the compact table: all zeros (`default_row="zeros"`, FBGEMM's −1 remap
+contributing zero) or the mean of the pruned rows (`default_row="mean"`, the "tail
+centroid": the least-squares single stand-in for every pruned row, learning-free).
+
+`default_row="centroids"`: C extra rows, the k-means centroids of the pruned rows
+(tail_clusters); a pruned id goes to its own cluster's row, d(r) = K + cluster(r). The
+remap holds one index per id anyway, so C centroids cost C rows, not a byte per id:
+
+    cluster = argmin_c ‖E_r − μ_c‖²  (Lloyd, seeded),   μ_c = mean{E_r : cluster(r) = c}
+
+A plan's extra rows are recomputed from the table being compacted (compact_table: the
+mean of the ids remapped to each), so a delta publish of newer weights under the same
+plan gets the newer means. The remap lives in the serving graph (`ids = gather(remap, ids)`),
 so the transform graph and the clients are unchanged.
 
 Example:
@@ -30,17 +41,20 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-DEFAULT_ROWS = ("oov", "zeros")
+DEFAULT_ROWS = ("oov", "zeros", "mean", "centroids")
 
 
 @dataclasses.dataclass(frozen=True)
 class PrunePlan:
-    """kept: sorted original row ids kept; remap: int [V] -> compact row; zero_row: the
-    compact table gets an extra zero row at index len(kept) (default_row "zeros")."""
+    """kept: sorted original row ids kept; remap: int [V] -> compact row; zero_row: an
+    extra zero row at index len(kept) (default_row "zeros"); centroid_rows: C extra rows
+    at len(kept) .. len(kept)+C−1, each the mean of the pruned ids remapped to it
+    ("mean": C = 1, "centroids": the k-means clusters)."""
 
     kept: np.ndarray
     remap: np.ndarray
     zero_row: bool
+    centroid_rows: int = 0
 
     @property
     def num_rows(self) -> int:
@@ -48,7 +62,7 @@ class PrunePlan:
 
     @property
     def compact_rows(self) -> int:
-        return int(len(self.kept) + int(self.zero_row))
+        return int(len(self.kept) + int(self.zero_row) + int(self.centroid_rows))
 
     @property
     def pruned(self) -> int:
@@ -82,8 +96,10 @@ def select_rows(importance, fraction: Optional[float] = None, threshold: Optiona
     return np.flatnonzero(keep)
 
 
-def build_remap(kept, num_rows: int, default_row: str = "oov", oov_rows: Sequence[int] = ()) -> PrunePlan:
-    """The remap of `kept` rows (sorted ids) in a table of `num_rows` (module docstring)."""
+def build_remap(kept, num_rows: int, default_row: str = "oov", oov_rows: Sequence[int] = (),
+                clusters: Optional[np.ndarray] = None) -> PrunePlan:
+    """The remap of `kept` rows (sorted ids) in a table of `num_rows` (module docstring);
+    `clusters` [num_rows] (default_row "centroids"): each pruned id's cluster 0..C−1."""
     if default_row not in DEFAULT_ROWS:
         raise ValueError(f"build_remap: default_row must be one of {DEFAULT_ROWS}, got {default_row!r}")
     kept = np.asarray(kept, dtype=np.int64)
@@ -91,16 +107,48 @@ def build_remap(kept, num_rows: int, default_row: str = "oov", oov_rows: Sequenc
         raise ValueError("build_remap: kept must be non-empty, sorted, unique ids in [0, num_rows)")
     remap = np.full(int(num_rows), -1, dtype=np.int64)
     remap[kept] = np.arange(kept.size)
-    zero_row = default_row == "zeros"
-    if zero_row:
-        default = kept.size
+    pruned = remap < 0
+    centroid_rows = 0
+    if default_row == "centroids" and clusters is not None and pruned.any():
+        labels = np.asarray(clusters, np.int64)[pruned]
+        _, dense = np.unique(labels, return_inverse=True)  # clusters with no pruned id take no row
+        remap[pruned] = kept.size + dense
+        centroid_rows = int(dense.max()) + 1
+    elif default_row in ("zeros", "mean", "centroids"):
+        remap[pruned] = kept.size
+        centroid_rows = int(default_row != "zeros")
     else:
         oov = [r for r in oov_rows if remap[r] >= 0]
         if not oov:
             raise ValueError("build_remap: default_row 'oov' needs a kept OOV row (oov_rows)")
-        default = int(remap[oov[0]])
-    remap[remap < 0] = default
-    return PrunePlan(kept=kept, remap=remap, zero_row=zero_row)
+        remap[pruned] = int(remap[oov[0]])
+    return PrunePlan(kept=kept, remap=remap, zero_row=default_row == "zeros", centroid_rows=centroid_rows)
+
+
+def tail_clusters(rows, k: int, iterations: int = 20, seed: int = 0) -> np.ndarray:
+    """k-means (Lloyd) cluster of each row of `rows` [N, D] (module docstring), k-means++
+    seeding (Arthur & Vassilvitskii 2007) with a seeded generator; an emptied cluster keeps
+    its centroid. Returns int [N] in [0, k)."""
+    x = np.asarray(rows, np.float64)
+    k = int(min(max(k, 1), len(x)))
+    rng = np.random.default_rng(seed)
+    mu = np.empty((k, x.shape[1]))
+    mu[0] = x[rng.integers(len(x))]
+    nearest = ((x - mu[0]) ** 2).sum(1)
+    for c in range(1, k):  # next seed drawn with probability ∝ squared distance to the chosen ones
+        total = nearest.sum()
+        mu[c] = x[rng.choice(len(x), p=nearest / total) if total > 0 else rng.integers(len(x))]
+        nearest = np.minimum(nearest, ((x - mu[c]) ** 2).sum(1))
+    labels = np.zeros(len(x), np.int64)
+    for _ in range(iterations):
+        d = (x * x).sum(1)[:, None] - 2.0 * x @ mu.T + (mu * mu).sum(1)[None, :]
+        labels = d.argmin(axis=1)
+        counts = np.bincount(labels, minlength=k)
+        sums = np.zeros_like(mu)
+        np.add.at(sums, labels, x)
+        nonempty = counts > 0
+        mu[nonempty] = sums[nonempty] / counts[nonempty, None]
+    return labels
 
 
 def prune_plan(importance, num_rows: int, fraction=None, threshold=None, default_row: str = "oov",
@@ -112,11 +160,20 @@ def prune_plan(importance, num_rows: int, fraction=None, threshold=None, default
 
 
 def compact_table(table, plan: PrunePlan) -> np.ndarray:
-    """The kept rows of `table` in compact order (+ a zero row with default_row 'zeros')."""
+    """The kept rows of `table` in compact order, then the zero row or the centroid rows
+    (each the mean of the pruned ids the remap sends to it)."""
     table = np.asarray(table)
     out = table[plan.kept]
-    if plan.zero_row:
-        out = np.concatenate([out, np.zeros((1,) + table.shape[1:], table.dtype)], axis=0)
+    extra = int(plan.zero_row) + int(plan.centroid_rows)
+    if extra:
+        rows = np.zeros((extra,) + table.shape[1:], np.float64)
+        if plan.centroid_rows:
+            pruned = np.setdiff1d(np.arange(table.shape[0]), plan.kept)
+            slot = plan.remap[pruned] - len(plan.kept)
+            counts = np.bincount(slot, minlength=extra)
+            np.add.at(rows, slot, table[pruned].astype(np.float64))
+            rows[counts > 0] /= counts[counts > 0].reshape((-1,) + (1,) * (table.ndim - 1))
+        out = np.concatenate([out, rows.astype(table.dtype)], axis=0)
     return out
 
 

@@ -3,7 +3,7 @@
 Every embedding table E_t [V_t, D_t] of the ranker's FeatureLayer is replaced by a
 PublishedTable (models/publishing/published_table.py):
 
-    plan_t  = prune_plan(importance_t, fraction | threshold)        (pruning.py)
+    plan_t  = per table or across tables, fraction | threshold       (allocation.py, pruning.py)
     C_t     = compact_table(E_t, plan_t)                             [K_t, D_t]
     values  = quantize_rows(C_t)  if quantize and D_t ≥ min_dim      (quantization.py)
               else C_t (fp32)
@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from models import features as F  # noqa: E402
-from models.publishing import pruning, quantization  # noqa: E402
+from models.publishing import allocation, pruning, quantization  # noqa: E402
 from models.publishing.config import PublishConfig  # noqa: E402
 from models.publishing.published_table import PublishedTable  # noqa: E402
 from models.publishing.row_importance import embedding_tables, feature_layer, table_feature  # noqa: E402
@@ -94,47 +94,52 @@ def restore_tables(model, snapshot: dict) -> None:
     layer._non_trainable_weights = list(snapshot["non_trainable"])
 
 
-def _scores(importance: Optional[dict], name: str, criterion: str, values: np.ndarray) -> np.ndarray:
-    if criterion == "l2_norm":
-        return np.linalg.norm(values, axis=1)
-    cols = (importance or {}).get(name, {})
-    s = cols.get(criterion)
-    if s is None or np.all(np.isnan(s)) or len(s) != values.shape[0]:
-        raise ValueError(f"no '{criterion}' row importance for table {name}: was it written by run_fn "
-                         f"(models/publishing/row_importance.py)?")
-    return np.nan_to_num(np.asarray(s, np.float64), nan=0.0)
+def _plans(values: Dict[str, np.ndarray], importance, config: PublishConfig, oov: int) -> Dict[str, pruning.PrunePlan]:
+    """The pruning plans of `values` ({table: [V, D]}) under `config` (allocation.py;
+    a threshold applies to each table's scores)."""
+    oov_rows = {name: list(range(len(v) - oov, len(v))) for name, v in values.items()}
+    if config.prune_threshold is not None:
+        out = {}
+        for name, v in values.items():
+            scores = allocation.row_scores(v, (importance or {}).get(name), config.criterion, config.default_row,
+                                           oov_rows[name])
+            out[name] = pruning.prune_plan(scores, len(v), threshold=config.prune_threshold,
+                                           default_row=config.default_row if oov_rows[name] else "zeros",
+                                           oov_rows=oov_rows[name])
+        return out
+    row_bytes = {name: (v.shape[1] + 4 if config.quantize and v.shape[1] >= config.quantize_min_dim
+                        else 4 * v.shape[1]) for name, v in values.items()}
+    return allocation.allocate(values, importance, config.prune_fraction, config.criterion, config.allocation,
+                               config.default_row, oov_rows, row_bytes, centroids=config.tail_centroids)
 
 
 def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]], config: PublishConfig,
-                   tables=None, plans: Optional[Dict[str, pruning.PrunePlan]] = None) -> Dict[str, dict]:
+                   tables=None, plans: Optional[Dict[str, pruning.PrunePlan]] = None,
+                   fixed_plans: bool = False) -> Dict[str, dict]:
     """Replaces the tables of `model` in place (module docstring); returns per table
     rows, rows kept, bytes before/after and quantization error (max and mean |x − x̂|).
-    `plans` (a dict): a table's plan in it is used as is (a delta publish keeps the base's);
-    the plan of every other pruned table is computed and stored into it."""
+    `plans` (a dict): a table's plan in it is used as is; the plans of the other tables
+    are computed (allocation.py) and stored into it, unless `fixed_plans` (a delta
+    publish keeps the base's plans: a table without one stays whole, as in the base)."""
     layer = feature_layer(model)
     oov = int(layer.oov_buckets)
+    variables = {name: var for name, var in embedding_tables(layer).items() if tables is None or name in tables}
+    values_of = {name: np.asarray(tf.convert_to_tensor(var).numpy(), np.float32) for name, var in variables.items()}
+    given = dict(plans or {})
+    computed = _plans({n: v for n, v in values_of.items() if n not in given}, importance, config, oov) \
+        if config.prunes and not fixed_plans else {}
+    if plans is not None:
+        plans.update(computed)
     report = {}
-    for name, var in embedding_tables(layer).items():
-        if tables is not None and name not in tables:
-            continue
-        values = np.asarray(tf.convert_to_tensor(var).numpy(), np.float32)
+    for name, values in values_of.items():
         rows, dim = values.shape
-        oov_rows = list(range(rows - oov, rows))
         remap, compact = None, values
-        if plans is not None and name in plans:
-            plan = plans[name]
+        plan = given.get(name) or computed.get(name)
+        if plan is not None:
             if plan.num_rows != rows:
                 raise ValueError(f"table {name}: the given plan has {plan.num_rows} rows, the table {rows}")
             compact = pruning.compact_table(values, plan)
             remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
-        elif config.prunes:
-            plan = pruning.prune_plan(_scores(importance, name, config.criterion, values), rows,
-                                      fraction=config.prune_fraction or None, threshold=config.prune_threshold,
-                                      default_row=config.default_row if oov_rows else "zeros", oov_rows=oov_rows)
-            compact = pruning.compact_table(values, plan)
-            remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
-            if plans is not None:
-                plans[name] = plan
         entry = {"rows": int(rows), "dim": int(dim), "rows_kept": int(compact.shape[0]),
                  "bytes_fp32": int(values.nbytes), "quantized": False, "max_abs_error": 0.0,
                  "mean_abs_error": 0.0}

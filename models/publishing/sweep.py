@@ -1,11 +1,11 @@
 """NE loss against pruned fraction: the trained ranker vs its published rewrites.
 
-For each criterion c and fraction f, the tables are rewritten (rewrite.publish_tables,
-quantized as configured) on a copy of the trained Keras ranker, and both score the same
-transformed eval rows:
+For each allocation a, criterion c and fraction f (allocation.py), the tables are
+rewritten (rewrite.publish_tables, quantized as configured) in place on the trained
+Keras ranker (then restored), and both score the same transformed rows:
 
-    NE loss(c, f) = (NE_pub(c, f) − NE_trained) / NE_trained,
-    AUC drop(c, f) = AUC_trained − AUC_pub(c, f)             (click)
+    NE loss(a, c, f) = (NE_pub(a, c, f) − NE_trained) / NE_trained,
+    AUC drop(a, c, f) = AUC_trained − AUC_pub(a, c, f)             (click)
 
 In memory (no SavedModel round trip), so the Publisher's report and the benchmark can
 draw the curve cheaply; the published version itself is verified from its SavedModel.
@@ -47,34 +47,29 @@ def predict(model, x: dict, outputs=("click_prob", "watch_time_s")) -> Dict[str,
     return {k: np.concatenate(v).astype(np.float64) for k, v in got.items()}
 
 
-def _copy(model):
-    import tf_keras as keras
-
-    clone = keras.models.clone_model(model)
-    clone.set_weights(model.get_weights())
-    return clone
-
-
 def prune_sweep(model, importance, config: PublishConfig, x: dict, click: np.ndarray, watch: np.ndarray,
-                fractions: Sequence[float], criteria: Sequence[str]) -> List[dict]:
-    """One row per (criterion, fraction): NE loss, AUC / XAUC drop, embedding bytes."""
+                fractions: Sequence[float], criteria: Sequence[str], allocations: Sequence[str] = ()) -> List[dict]:
+    """One row per (allocation, criterion, fraction): NE loss, AUC / XAUC drop, embedding
+    bytes (allocations default to the config's)."""
     base = predict(model, x)
     ne0, auc0 = metrics.ne(click, base["click_prob"]), metrics.auc(click, base["click_prob"])
     xauc0 = metrics.xauc(watch, base["watch_time_s"])
     rows = []
     snapshot = rewrite.snapshot_tables(model)
-    for criterion in criteria:
-        for fraction in fractions:
-            try:  # rewritten in place, then restored (a loaded model cannot be cloned)
-                tables = rewrite.publish_tables(model, importance, config.replace(
-                    prune_fraction=float(fraction) or None, prune_threshold=None, criterion=criterion))
-                pred = predict(model, x)
-            finally:
-                rewrite.restore_tables(model, snapshot)
-            ne = metrics.ne(click, pred["click_prob"])
-            rows.append({"criterion": criterion, "fraction": float(fraction), "quantized": config.quantize,
-                         "ne_loss": (ne - ne0) / ne0, "auc_drop": auc0 - metrics.auc(click, pred["click_prob"]),
-                         "xauc_drop": xauc0 - metrics.xauc(watch, pred["watch_time_s"]),
-                         "max_abs_delta_click_prob": float(np.abs(pred["click_prob"] - base["click_prob"]).max()),
-                         **rewrite.tables_summary(tables)})
+    grid = [(a, c, f) for a in (allocations or [config.allocation]) for c in criteria for f in fractions]
+    for allocation, criterion, fraction in grid:
+        try:  # rewritten in place, then restored (a loaded model cannot be cloned)
+            tables = rewrite.publish_tables(model, importance, config.replace(
+                prune_fraction=float(fraction) or None, prune_threshold=None, criterion=criterion,
+                allocation=allocation))
+            pred = predict(model, x)
+        finally:
+            rewrite.restore_tables(model, snapshot)
+        ne = metrics.ne(click, pred["click_prob"])
+        rows.append({"allocation": allocation, "criterion": criterion, "default_row": config.default_row,
+                     "fraction": float(fraction), "quantized": config.quantize,
+                     "ne_loss": (ne - ne0) / ne0, "auc_drop": auc0 - metrics.auc(click, pred["click_prob"]),
+                     "xauc_drop": xauc0 - metrics.xauc(watch, pred["watch_time_s"]),
+                     "max_abs_delta_click_prob": float(np.abs(pred["click_prob"] - base["click_prob"]).max()),
+                     **rewrite.tables_summary(tables)})
     return rows

@@ -14,17 +14,15 @@ import pytest
 from models.publishing import delta as delta_lib
 from serving import patcher
 from serving.model_manager import ModelManager
-from tests.models.publishing.test_delta import save_tiny, score, tiny_plans, tiny_weights
+from tests.helpers.tiny_published import score, tiny_versions
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """A pristine base with version 1 and a pending delta 1 -> 2 (row_change, fraction 0.5)."""
     root = tmp_path_factory.mktemp("patcher")
-    base = str(root / "pristine")
-    plans = tiny_plans()
-    save_tiny(os.path.join(base, "1"), tiny_weights(0), plans, str(root / "assets"))
-    new = save_tiny(str(root / "new"), tiny_weights(1), plans, str(root / "assets"))
+    tiny = tiny_versions(root, "pristine")
+    base, new = tiny["base"], tiny["new_full"]
     base_vars, new_vars = delta_lib.read_checkpoint(os.path.join(base, "1")), delta_lib.read_checkpoint(new)
     keys = delta_lib.table_keys(base_vars[delta_lib.OBJECT_GRAPH_KEY])
     d = delta_lib.compute_delta(base_vars, new_vars, keys, 0.5, "row_change", published={t: {} for t in keys})

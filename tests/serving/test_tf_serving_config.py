@@ -12,22 +12,30 @@ from serving.model_config import read_model_specs
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def parse_artifacts(paths):
+    """The three files parsed back with the TF Serving protos: (ModelSpec, BatchingParameters,
+    MonitoringConfig)."""
+    [spec] = read_model_specs(paths["--model_config_file"])
+    batching_cls, monitoring_cls = t.proto_classes()
+    b = text_format.Parse(open(paths["--batching_parameters_file"]).read(), batching_cls())
+    m = text_format.Parse(open(paths["--monitoring_config_file"]).read(), monitoring_cls())
+    return spec, b, m
+
+
 def test_artifacts_parse_with_tf_serving_protos(tmp_path):
     a = t.ServingArtifacts("watchtime_ranker", 2, t.BatchingParameters(128, 2000, 16, 2, (8, 128)),
                            {"stable": 3})
     paths = t.write_artifacts(str(tmp_path), a)
     assert sorted(os.listdir(tmp_path)) == sorted([t.MODEL_CONFIG_FILE, t.BATCHING_FILE,
                                                    t.MONITORING_FILE])
-    [spec] = read_model_specs(paths["--model_config_file"])
+    spec, b, m = parse_artifacts(paths)
     assert (spec.name, spec.base_path, spec.labels) == ("watchtime_ranker",
                                                         "/models/watchtime_ranker", {"stable": 3})
     assert (spec.policy.kind, spec.policy.num_versions) == ("latest", 2)
-    batching_cls, monitoring_cls = t.proto_classes()
-    b = text_format.Parse(open(paths["--batching_parameters_file"]).read(), batching_cls())
     assert (b.max_batch_size.value, b.batch_timeout_micros.value, b.num_batch_threads.value,
             list(b.allowed_batch_sizes)) == (128, 2000, 2, [8, 128])
-    m = text_format.Parse(open(paths["--monitoring_config_file"]).read(), monitoring_cls())
     assert m.prometheus_config.enable and m.prometheus_config.path == t.PROMETHEUS_PATH
+    batching_cls, _ = t.proto_classes()
     with pytest.raises(ValueError, match="allowed_batch_sizes"):
         t.batching_text(t.BatchingParameters(128, 0, 1, 1, (8, 64)))
     with pytest.raises(text_format.ParseError):
@@ -57,3 +65,36 @@ def test_compose_and_kserve_manifests_point_tf_serving_at_the_artifacts():
     assert model["modelFormat"]["name"] == "tensorflow" and model["runtimeVersion"] == "2.16.1"
     assert model["storageUri"].endswith("/watchtime_ranker")
     assert all(a.startswith("--") and "=" in a for a in model["args"])
+
+
+def test_publisher_writes_the_files_beside_its_versions(tmp_path):
+    """components/publisher/serving_files.py (the Publisher's last step): the files land in
+    the parent of the model's serving base, parse with the TF Serving protos, serve the
+    latest min(2, keep) versions with canary = newest and stable = the one before, and
+    carry pipeline/configs/ SERVING_BATCHING."""
+    import json
+
+    from components.publisher import serving_files
+    from pipeline import configs
+
+    base = tmp_path / "serving_model" / "watchtime_ranker"
+    batching = json.dumps(configs.SERVING_BATCHING)
+    paths = serving_files.write_serving_files(str(base), "watchtime_ranker", [7], 3, batching)
+    assert {os.path.dirname(p) for p in paths.values()} == {str(tmp_path / "serving_model")}
+    spec, b, m = parse_artifacts(paths)
+    assert (spec.name, spec.base_path) == ("watchtime_ranker", "/models/watchtime_ranker")
+    assert (spec.policy.kind, spec.policy.num_versions, spec.labels) == ("latest", 1, {"canary": 7, "stable": 7})
+    assert (b.max_batch_size.value, b.batch_timeout_micros.value, b.max_enqueued_batches.value,
+            b.num_batch_threads.value) == tuple(configs.SERVING_BATCHING[k] for k in (
+                "max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads"))
+    assert m.prometheus_config.enable
+    paths = serving_files.write_serving_files(str(base), "watchtime_ranker", [7, 8, 9], 3, batching, "/srv")
+    spec, _, _ = parse_artifacts(paths)
+    assert (spec.base_path, spec.policy.num_versions, spec.labels) == ("/srv/watchtime_ranker", 2,
+                                                                      {"canary": 9, "stable": 8})
+    assert sorted(os.listdir(tmp_path / "serving_model")) == sorted([t.MODEL_CONFIG_FILE, t.BATCHING_FILE,
+                                                                     t.MONITORING_FILE])  # no temp left
+    assert serving_files.write_serving_files(str(base), "r", [1, 2], 1, batching)  # keep 1: latest 1
+    assert parse_artifacts(paths)[0].labels == {"canary": 2, "stable": 2}
+    with pytest.raises(TypeError):  # an unknown batching field never reaches a server
+        serving_files.write_serving_files(str(base), "r", [1], 1, json.dumps({"max_batch": 1}))

@@ -6,53 +6,34 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from components.publisher import publish as publish_lib
 from components.publisher import warmup
 from models import features as F
-from models.publishing import row_importance
-from models.rankers.registry import build_ranker
-from models.training.export import export_serving_model
-from models.training.input import vocab_sizes
 from pipeline import configs
-from tests.conftest import SMALL_L
-from tests.helpers.ranker_utils import raw_batch, serialize_rows, trainer_config
+from tests.helpers.publisher_models import trained_rankers
 
 
 @pytest.fixture(scope="module")
 def trained(small_transform_output, tmp_path_factory):
-    """A baseline ranker fitted until it memorises the 40 rows (so pruning everything
-    must hurt), exported like run_fn, with its row importance; raw eval examples."""
-    tft_output, rows = small_transform_output
-    root = tmp_path_factory.mktemp("publisher")
-    model = build_ranker(trainer_config("baseline", SMALL_L, learning_rate=0.03), vocab_sizes(tft_output))
-    transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in
-                                                         raw_batch(rows, SMALL_L).items()})
-    x = {k: transformed[k] for k in model.input_names}
-    y = {"click_prob": np.array([r["is_click"] for r in rows], np.float32),
-         "watch_time_s": np.array([r["watch_time_s"] for r in rows], np.float32)}
-    model.fit(x, y, batch_size=40, epochs=20, verbose=0)
-    artifact = str(root / "model")
-    export_serving_model(model, tft_output, SMALL_L, os.path.join(artifact, "Format-Serving"))
-    row_importance.write_row_importance(model, [(x, y)], artifact)
-    eval_file = str(root / "eval.gz")
-    with tf.io.TFRecordWriter(eval_file, options="GZIP") as w:
-        for record in serialize_rows(rows):
-            w.write(record)
-    return {"artifact": artifact, "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir),
-            "eval": [eval_file], "base": str(root / "serving" / "ranker")}
+    """The shared small ranker after 5 epochs (tests/helpers/publisher_models.py: it fits
+    the 40 rows closely, so pruning everything must hurt), its row importance and raw
+    eval examples; this module publishes into its own serving base."""
+    shared = trained_rankers(small_transform_output, tmp_path_factory)
+    return {"artifact": shared["artifacts"]["B"], "tft_dir": shared["tft_dir"], "eval": shared["eval"],
+            "base": str(tmp_path_factory.mktemp("publisher") / "serving" / "ranker")}
 
 
-def _publish(trained, **changes):
+def _publish(trained, tune_files=None, **changes):
     changes.setdefault("sweep_fractions", [])
     changes.setdefault("prune_auto", False)  # the fixed fractions below (auto: test_gates.py)
     config = configs.publish_config(golden_requests=20, warmup_records=5, warmup_rows_per_request=2,
                                     keep_versions=2, **changes)
     return publish_lib.publish(os.path.join(trained["artifact"], "Format-Serving"), trained["artifact"],
-                               trained["tft_dir"], trained["eval"], trained["base"], "ranker", config)
+                               trained["tft_dir"], trained["eval"], trained["base"], "ranker", config,
+                               tune_files=tune_files)
 
 
 FRESH = r"""
@@ -79,8 +60,10 @@ def test_exact_then_int8_published_then_refused(trained):
     first = exact["version"]
 
     pub = _publish(trained, prune_fraction=0.5, quantize=True, quantize_min_dim=4, max_ne_loss=1e6,
-                   max_auc_drop=1.0, max_xauc_drop=1.0, sweep_fractions=[0.0, 0.5], sweep_criteria=["l2_norm"])
+                   max_auc_drop=1.0, max_xauc_drop=1.0, sweep_fractions=[0.0, 0.5], sweep_criteria=["l2_norm"],
+                   allocation="per_table", criterion="opt_state", default_row="oov", tune_files=trained["eval"])
     assert pub["decision"] == "published", pub["reason"]
+    assert pub["sweep_split"] == "tune split"
     assert [r["fraction"] for r in pub["sweep"]] == [0.0, 0.5]
     assert pub["sweep"][1]["rows_kept"] < pub["sweep"][1]["rows"]
     assert pub["served_versions"] == [first, pub["version"]], pub["served_versions"]

@@ -6,19 +6,14 @@ import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from components.publisher import freshness
 from components.publisher import publish as publish_lib
 from components.publisher import state as state_lib
 from models.publishing import delta as delta_lib
-from models.publishing import pruning, row_importance
-from models.rankers.registry import build_ranker
-from models.training.export import export_serving_model
-from models.training.input import vocab_sizes
+from models.publishing import pruning
 from pipeline import configs
-from tests.conftest import SMALL_L
-from tests.helpers.ranker_utils import raw_batch, serialize_rows, trainer_config
+from tests.helpers.publisher_models import trained_rankers
 
 
 def _state(base_version=5, runs=0, config=None, transform="t0"):
@@ -56,28 +51,11 @@ def test_choose_full_first_every_k_and_on_changes_else_delta(tmp_path):
 
 @pytest.fixture(scope="module")
 def two_trainings(small_transform_output, tmp_path_factory):
-    """A baseline ranker after 3 epochs (artifact A) and after 2 more (B), same vocabularies."""
-    tft_output, rows = small_transform_output
-    root = tmp_path_factory.mktemp("publish_delta")
-    model = build_ranker(trainer_config("baseline", SMALL_L, learning_rate=0.03), vocab_sizes(tft_output))
-    transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in
-                                                         raw_batch(rows, SMALL_L).items()})
-    x = {k: transformed[k] for k in model.input_names}
-    y = {"click_prob": np.array([r["is_click"] for r in rows], np.float32),
-         "watch_time_s": np.array([r["watch_time_s"] for r in rows], np.float32)}
-    artifacts = []
-    for name, epochs in (("A", 3), ("B", 2)):
-        model.fit(x, y, batch_size=20, epochs=epochs, verbose=0)
-        artifact = str(root / name)
-        export_serving_model(model, tft_output, SMALL_L, os.path.join(artifact, "Format-Serving"))
-        row_importance.write_row_importance(model, [(x, y)], artifact)
-        artifacts.append(artifact)
-    eval_file = str(root / "eval.gz")
-    with tf.io.TFRecordWriter(eval_file, options="GZIP") as w:
-        for record in serialize_rows(rows):
-            w.write(record)
-    return {"artifacts": artifacts, "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir),
-            "eval": [eval_file], "base": str(root / "serving" / "ranker")}
+    """A baseline ranker after 3 epochs (artifact A) and after 2 more (B), same vocabularies
+    (tests/helpers/publisher_models.py, shared with test_publish.py); its own serving base."""
+    shared = trained_rankers(small_transform_output, tmp_path_factory)
+    return {"artifacts": [shared["artifacts"]["A"], shared["artifacts"]["B"]], "tft_dir": shared["tft_dir"],
+            "eval": shared["eval"], "base": str(tmp_path_factory.mktemp("publish_delta") / "serving" / "ranker")}
 
 
 def test_full_then_delta_publish_assembles_a_verified_version(two_trainings):
