@@ -16,7 +16,15 @@ Kinds
   real entries, so the mask is `position < hist_len`.
 - LABEL: `is_click` (int64 0/1) and `watch_time_s` (float seconds).
 - META: kept for slicing and analysis, never a model input.
+- SIGNAL (float scalar, #15): leakage-free running statistics of the impression's
+  user, video, author, music, tag and tab (components/log_example_gen/signals.py).
+  Always written; model inputs (numerics, transformed by `SIGNAL_TRANSFORMS` then
+  z-scored) only when enabled, like `hist_tab` (the scene of every history item):
+  ``LOG_SIGNALS`` in the environment, "" (default: none), "all" or a comma list of
+  names of `SIGNAL_FEATURES` / "hist_tab"; pipeline/configs/ingestion.py shows it as
+  `LOG_SIGNALS`.
 """
+import os
 
 HISTORY_PAD_ID = -1
 MISSING_ID = -1  # categorical value missing in a side table (e.g. a video without tag)
@@ -35,7 +43,7 @@ ID_FEATURES = [
 STRING_FEATURES = ["user_active_degree", "video_type", "upload_type"]
 
 # numeric features; LOG1P_FEATURES are heavy-tailed and get log1p before z-score.
-NUMERIC_FEATURES = [
+BASE_NUMERIC_FEATURES = [
     "duration_s",
     "video_age_days",
     "follow_user_num",
@@ -49,13 +57,50 @@ NUMERIC_FEATURES = [
 LOG1P_FEATURES = ["duration_s", "video_age_days", "follow_user_num", "fans_user_num",
                   "friend_user_num", "register_days"]
 
+# Leakage-free signals (equations: components/log_example_gen/signals.py) and the
+# transform of each before the z-score: logit (rates in (0, 1)), log (ratios > 0), none.
+SIGNAL_TRANSFORMS = {
+    "sig_propensity": "logit", "sig_tab_ctr": "logit", "sig_user_coec": "log", "sig_video_coec": "log",
+    "sig_user_tab_ctr": "logit", "sig_user_lift": "none", "sig_author_ctr": "logit",
+    "sig_music_ctr": "logit", "sig_tag_tab_ctr": "logit", "sig_tab_duration_ctr": "logit",
+    "sig_last50_click": "logit", "sig_last50_watch": "none",
+}
+SIGNAL_FEATURES = list(SIGNAL_TRANSFORMS)
+# the signals that depend on the user and the request context only (serving: user side)
+USER_SIGNAL_FEATURES = ["sig_tab_ctr", "sig_user_coec", "sig_user_tab_ctr", "sig_user_lift",
+                        "sig_last50_click", "sig_last50_watch"]
+HISTORY_TAB_FEATURE = "hist_tab"
+SIGNALS_ENV = "LOG_SIGNALS"
+
+
+def parse_enabled_signals(text: str) -> tuple:
+    """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "all": all)."""
+    known = SIGNAL_FEATURES + [HISTORY_TAB_FEATURE]
+    text = (text or "").strip()
+    if text in ("", "none"):
+        return ()
+    if text == "all":
+        return tuple(known)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"{SIGNALS_ENV}: unknown names {unknown}; known: {known}")
+    return tuple(n for n in known if n in names)
+
+
+ENABLED_SIGNALS = parse_enabled_signals(os.environ.get(SIGNALS_ENV, ""))
+MODEL_SIGNAL_FEATURES = [k for k in SIGNAL_FEATURES if k in ENABLED_SIGNALS]
+HISTORY_TAB_ENABLED = HISTORY_TAB_FEATURE in ENABLED_SIGNALS
+NUMERIC_FEATURES = BASE_NUMERIC_FEATURES + MODEL_SIGNAL_FEATURES
+
 # history features (fixed length L). Ids share the target's vocabulary.
 HISTORY_ID_FEATURES = ["hist_video_id", "hist_author_id"]
 # hist_is_click is int64 0/1 (padding 0); the two floats are seconds (padding 0).
 HISTORY_VALUE_FEATURES = ["hist_is_click", "hist_watch_time_s", "hist_time_gap_s"]
 HISTORY_FEATURES = HISTORY_ID_FEATURES + HISTORY_VALUE_FEATURES
 HISTORY_LEN_FEATURE = "hist_len"
-ID_SHARED_VOCAB = {"hist_video_id": "video_id", "hist_author_id": "author_id"}
+ID_SHARED_VOCAB = {"hist_video_id": "video_id", "hist_author_id": "author_id",
+                   **({HISTORY_TAB_FEATURE: "tab"} if HISTORY_TAB_ENABLED else {})}
 
 LABEL_CLICK = "is_click"
 LABEL_WATCH = "watch_time_s"
@@ -81,14 +126,15 @@ def duration_bucket(duration_s: float) -> str:
 
 
 RAW_INT_FEATURES = ID_FEATURES + [HISTORY_LEN_FEATURE, LABEL_CLICK] + EXTRA_OUTCOMES + META_FEATURES
-RAW_FLOAT_FEATURES = NUMERIC_FEATURES + [LABEL_WATCH]
+RAW_FLOAT_FEATURES = BASE_NUMERIC_FEATURES + SIGNAL_FEATURES + [LABEL_WATCH]
 RAW_BYTES_FEATURES = STRING_FEATURES + META_BYTES_FEATURES
-RAW_HISTORY_INT = ["hist_video_id", "hist_author_id", "hist_is_click"]
+RAW_HISTORY_INT = ["hist_video_id", "hist_author_id", "hist_is_click", HISTORY_TAB_FEATURE]
 RAW_HISTORY_FLOAT = ["hist_watch_time_s", "hist_time_gap_s"]
 
 # serving: raw request features = everything a client knows before the impression.
+_HIST_TAB_IF_ENABLED = [HISTORY_TAB_FEATURE] if HISTORY_TAB_ENABLED else []
 SERVING_RAW_FEATURES = (ID_FEATURES + STRING_FEATURES + NUMERIC_FEATURES
-                        + HISTORY_FEATURES + [HISTORY_LEN_FEATURE])
+                        + HISTORY_FEATURES + _HIST_TAB_IF_ENABLED + [HISTORY_LEN_FEATURE])
 
 
 # serving_rank (one request = one user and N candidate videos): the user's side is sent
@@ -99,7 +145,8 @@ USER_CONTEXT_FEATURES = (["user_id", "tab", "hour"] + [f"onehot_feat{i}" for i i
                          + ["user_active_degree", "follow_user_num", "fans_user_num",
                             "friend_user_num", "register_days", "is_lowactive_period",
                             "is_live_streamer", "is_video_author"]
-                         + HISTORY_FEATURES + [HISTORY_LEN_FEATURE])
+                         + HISTORY_FEATURES + _HIST_TAB_IF_ENABLED + [HISTORY_LEN_FEATURE]
+                         + [k for k in USER_SIGNAL_FEATURES if k in ENABLED_SIGNALS])
 CANDIDATE_FEATURES = [k for k in SERVING_RAW_FEATURES if k not in USER_CONTEXT_FEATURES]
 
 

@@ -11,6 +11,9 @@ Ids and strings
 Numerics
     z = (g(x) - mean) / std, g = log1p(max(x, 0)) for heavy-tailed features
     (`LOG1P_FEATURES`), identity otherwise; statistics from the train split.
+Signals (enabled ones only, `MODEL_SIGNAL_FEATURES`)
+    z = (g(x) - mean) / std with g from `SIGNAL_TRANSFORMS`: logit(clip(x, ε, 1 - ε))
+    for rates, log(max(x, ε)) for ratios, identity otherwise; ε = `SIGNAL_EPS`.
 History values
     hist_mask = 1(position < hist_len); hist_watch_time_s and hist_time_gap_s get
     log1p (padding stays 0); hist_is_click is 0/1.
@@ -32,6 +35,19 @@ import tensorflow_transform as tft
 from models import features as F
 from models.transform_config import TransformConfig
 from models.watch_time import ead_analyzer
+
+
+SIGNAL_EPS = 1e-4
+
+
+def signal_transform(x, kind: str):
+    """g(x) of a signal (module docstring)."""
+    if kind == "logit":
+        p = tf.clip_by_value(x, SIGNAL_EPS, 1.0 - SIGNAL_EPS)
+        return tf.math.log(p) - tf.math.log1p(-p)
+    if kind == "log":
+        return tf.math.log(tf.maximum(x, SIGNAL_EPS))
+    return x
 
 
 def _flat(x):
@@ -78,6 +94,8 @@ def preprocessing_fn(inputs, custom_config):
         x = tf.cast(inputs[key], tf.float32)
         if key in F.LOG1P_FEATURES:
             x = tf.math.log1p(tf.maximum(x, 0.0))
+        elif key in F.SIGNAL_TRANSFORMS:
+            x = signal_transform(x, F.SIGNAL_TRANSFORMS[key])
         out[F.transformed_name(key)] = tft.scale_to_z_score(x)
 
     zeros = tf.zeros_like(out["hist_mask_xf"])

@@ -7,7 +7,9 @@
                                   └─read records (reading.py)─► ParseAndValidate ──bad──► dead letters
                                         (user/video tables: side_tables.py, side inputs) │ good
                                                                                          ▼
-       dates ─► window (date_window.py) ─► splits (time_split.py)       GroupByKey(user_id)
+       dates ─► window (date_window.py) ─► splits (time_split.py)       │  RowSignals (signals_beam.py:
+                                                                   │   per tab, video, author, ... )
+                                                                  CoGroupByKey(user_id): rows + signals
                                                                                          ▼
                          BuildExamples (user_examples.py: window, duplicates, histories, split)
                                                                                          ▼
@@ -26,7 +28,7 @@ from typing import Any, Dict, List, Tuple
 import apache_beam as beam
 
 from components.log_example_gen import counts as counts_lib
-from components.log_example_gen import date_window, parsing, reading, row_rules, side_tables, time_split
+from components.log_example_gen import date_window, parsing, reading, row_rules, side_tables, signals_beam, time_split
 from components.log_example_gen import user_examples as ue
 from components.log_example_gen.config import LogExampleGenConfig
 from components.log_example_gen.counts import (COUNTS_FILE, BadRowFractionError,  # noqa: F401 (re-exported)
@@ -91,12 +93,17 @@ class _BuildExamples(beam.DoFn):
         self._history_length = config.history_length
         self._min_watch_s = config.history_min_watch_s
         self._span = config.span_window()  # None: day splits
+        self._delay_ms = int(round(config.label_delay_s * 1000))
 
     def process(self, element, users, videos, window, split_of_date):
-        user_id, rows = element
+        user_id, joined = element
+        row_signals = {}
+        for key, name, value in joined["signals"]:
+            row_signals.setdefault(key, {})[name] = value
         for tag, payload in ue.build_user_examples(
-                rows, users[user_id], videos, window, split_of_date, self._duplicate_rule,
-                self._history_length, self._min_watch_s, span=self._span):
+                joined["rows"], users[user_id], videos, window, split_of_date, self._duplicate_rule,
+                self._history_length, self._min_watch_s, span=self._span, row_signals=row_signals,
+                label_delay_ms=self._delay_ms):
             if tag == _BAD:
                 reason, g = payload
                 beam.metrics.Metrics.counter(METRICS_NAMESPACE, "bad_rows").inc()
@@ -173,8 +180,10 @@ class LogsToExamples(beam.PTransform):
                 cfg.eval_last_n_days, cfg.validation_last_n_days), window_si)
         split_si = beam.pvalue.AsSingleton(split_of_date)
 
-        built = (parsed.good
-                 | "GroupByUser" >> beam.GroupByKey()
+        row_signals = parsed.good | "RowSignals" >> signals_beam.RowSignals(
+            videos_si, window_si, cfg.label_delay_s, cfg.signal_prior_ctr, cfg.duplicate_rule)
+        built = ({"rows": parsed.good, "signals": row_signals}
+                 | "GroupByUser" >> beam.CoGroupByKey()
                  | "BuildExamples" >> beam.ParDo(_BuildExamples(cfg), users_si, videos_si, window_si, split_si)
                  .with_output_types(Any)
                  .with_outputs(_BAD, _DROPPED, ue.HISTORY_ONLY, *time_split.SPLIT_NAMES, main="unused"))

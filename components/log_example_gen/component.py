@@ -13,7 +13,8 @@ Usage in a pipeline (the values live in pipeline/configs/)::
                                    duplicate_rule="drop", date_window=(), max_date_gap_days=2,
                                    out_of_window_rule="dead_letter", date_time_tolerance_s=10800.0,
                                    max_play_time_ms=86_400_000, max_duration_ms=86_400_000,
-                                   read_range_bytes=4 << 20))
+                                   read_range_bytes=4 << 20, label_delay_s=300.0,
+                                   signal_prior_ctr=0.3))
     # or the same knobs as keywords: LogExampleGen(input_base=..., history_length=50, ...)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
 
@@ -69,6 +70,8 @@ _KNOB_TYPES = {
     "max_play_time_ms": int,
     "max_duration_ms": int,
     "read_range_bytes": int,
+    "label_delay_s": float,
+    "signal_prior_ctr": float,
 }
 
 

@@ -13,7 +13,8 @@ required. ``to_component_args()`` gives the ``LogExampleGen(...)`` keyword argum
                               max_bad_row_fraction=0.01, duplicate_rule="drop", date_window="",
                               max_date_gap_days=2, out_of_window_rule="dead_letter",
                               date_time_tolerance_s=10800.0, max_play_time_ms=86_400_000,
-                              max_duration_ms=86_400_000, read_range_bytes=4 << 20)
+                              max_duration_ms=86_400_000, read_range_bytes=4 << 20,
+                              label_delay_s=300.0, signal_prior_ctr=0.3)
     cfg.train_days  # (20220425, ..., 20220502): day lists are sorted tuples of yyyymmdd ints
     assert LogExampleGenConfig.from_custom_config(cfg.to_custom_config()) == cfg
     assert LogExampleGenConfig.from_custom_config(cfg.to_component_args()) == cfg
@@ -100,6 +101,9 @@ class LogExampleGenConfig:
       this (the real logs date rows up to 2.2 h after their ``time_ms``);
     max_play_time_ms / max_duration_ms: upper bounds of the watch time and the duration;
     read_range_bytes: log files are read in byte ranges of about this size (reading.py);
+    label_delay_s: a label is known this long after its impression: the signals
+      (signals.py) of a row at t use the labels of impressions at t_j < t - delay (>= 0);
+    signal_prior_ctr: p0, the prior of the running tab CTR e_tab (signals.py, [0, 1]);
     *_pattern: file globs under input_base; may hold TFX's ``{SPAN}`` / ``{VERSION}``
       or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py);
     span_*: a span window (span.py: train ``[span_start_ms, span_end_ms)``, validation /
@@ -122,6 +126,8 @@ class LogExampleGenConfig:
     max_play_time_ms: int
     max_duration_ms: int
     read_range_bytes: int
+    label_delay_s: float
+    signal_prior_ctr: float
     log_file_pattern: str = kuairand_format.LOG_FILE_PATTERN
     user_features_pattern: str = kuairand_format.USER_FEATURES_PATTERN
     video_features_pattern: str = kuairand_format.VIDEO_FEATURES_PATTERN
@@ -147,6 +153,8 @@ class LogExampleGenConfig:
             "max_play_time_ms": _int("max_play_time_ms", self.max_play_time_ms, 1),
             "max_duration_ms": _int("max_duration_ms", self.max_duration_ms, 1),
             "read_range_bytes": _int("read_range_bytes", self.read_range_bytes, 1),
+            "label_delay_s": _float("label_delay_s", self.label_delay_s, 0.0),
+            "signal_prior_ctr": _float("signal_prior_ctr", self.signal_prior_ctr, 0.0, 1.0),
         }
         checked.update({name: _pattern(name, getattr(self, name)) for name in PATTERN_FIELDS})
         checked.update({name: _int(name, getattr(self, name), -1 if name == "span_index" else 0)

@@ -10,7 +10,7 @@ recent) and truncated to the ``history_length`` most recent ones.
 
 Every list has exactly ``history_length`` entries: the real entries come first and
 the tail is padded with ``HISTORY_PAD_ID`` (-1) for ids (``video_id``,
-``author_id``) and 0 for values (``is_click``, ``watch_time_s``, ``time_gap_s``).
+``author_id``, ``tab``: the scene of the item) and 0 for values (``is_click``, ``watch_time_s``, ``time_gap_s``).
 ``length`` is the number of real entries, so the mask is ``position < length``.
 
 Example (L = 3, min_watch_s = 0)::
@@ -32,6 +32,7 @@ class HistoryEvent(NamedTuple):
     author_id: int
     is_click: int
     watch_time_s: float
+    tab: int = HISTORY_PAD_ID  # the scene the event was shown in
 
 
 class History(NamedTuple):
@@ -41,6 +42,7 @@ class History(NamedTuple):
     is_click: List[int]
     watch_time_s: List[float]
     time_gap_s: List[float]
+    tab: List[int]
     length: int
 
 
@@ -57,6 +59,7 @@ def _padded(recent_first: Sequence[HistoryEvent], now_ms: int, history_length: i
         is_click=[e.is_click for e in recent_first] + [0] * pad,
         watch_time_s=[float(e.watch_time_s) for e in recent_first] + [0.0] * pad,
         time_gap_s=[(now_ms - e.time_ms) / 1000.0 for e in recent_first] + [0.0] * pad,
+        tab=[e.tab for e in recent_first] + [HISTORY_PAD_ID] * pad,
         length=len(recent_first),
     )
 

@@ -248,8 +248,9 @@ def video_age_days(row: LogRow, video: dict) -> float:
     return float(max(yyyymmdd_to_date(row.date).toordinal() - upload, 0))
 
 
-def example_features(row: LogRow, user: dict, video: dict, history: History) -> dict:
-    """Every raw feature of ``models.features`` for one impression: name -> value/list."""
+def example_features(row: LogRow, user: dict, video: dict, history: History, signals: dict) -> dict:
+    """Every raw feature of ``models.features`` for one impression: name -> value/list.
+    ``signals``: every name of ``F.SIGNAL_FEATURES`` -> value (signals.row_signals)."""
     feats = {
         "user_id": row.user_id,
         "video_id": row.video_id,
@@ -269,6 +270,7 @@ def example_features(row: LogRow, user: dict, video: dict, history: History) -> 
         "hist_is_click": history.is_click,
         "hist_watch_time_s": history.watch_time_s,
         "hist_time_gap_s": history.time_gap_s,
+        "hist_tab": history.tab,
         F.HISTORY_LEN_FEATURE: history.length,
         F.LABEL_CLICK: row.is_click,
         F.LABEL_WATCH: row.play_time_ms / 1000.0,
@@ -279,6 +281,8 @@ def example_features(row: LogRow, user: dict, video: dict, history: History) -> 
     }
     for name in USER_NUMERIC_FEATURES + USER_ONEHOT_FEATURES:
         feats[name] = user[name]
+    for name in F.SIGNAL_FEATURES:
+        feats[name] = float(signals[name])
     return feats
 
 

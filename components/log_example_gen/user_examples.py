@@ -8,7 +8,9 @@ are in memory at a time. Steps, in order:
 3. exact duplicate rows (same text in every column) -> ``duplicate_rule``
    (row_rules.py): 'drop' keeps the first copy and counts the others,
    'dead_letter' makes the copies bad rows ``duplicate_row``, 'keep' keeps all;
-4. histories of the remaining rows (history.build_histories: strictly earlier events);
+4. histories of the remaining rows (history.build_histories: strictly earlier events)
+   and their leakage-free signals: the row's entity signals (``row_signals``, from
+   signals_beam.py) + the user statistics (signals.user_pass) over the kept rows;
 5. each row -> a tf.Example of its date's split, or history-only (a date in no split);
    with a span window (span.py) the row's time and user decide the split instead.
 
@@ -20,6 +22,7 @@ from typing import Dict, Iterable, Iterator, NamedTuple, Optional, Tuple
 
 from components.log_example_gen import history as history_lib
 from components.log_example_gen import parsing
+from components.log_example_gen import signals as signals_lib
 
 BAD = "bad"
 DROPPED = "dropped"
@@ -44,8 +47,11 @@ class GoodRow(NamedTuple):
 def build_user_examples(rows: Iterable[GoodRow], user: dict, videos: Dict[int, dict],
                         window: Iterable[int], split_of_date: Dict[int, Optional[str]],
                         duplicate_rule: str, history_length: int,
-                        min_watch_s: float, span=None) -> Iterator[Tuple[str, object]]:
-    """See the module doc."""
+                        min_watch_s: float, span=None, row_signals: Optional[Dict] = None,
+                        label_delay_ms: int = 0) -> Iterator[Tuple[str, object]]:
+    """See the module doc. ``row_signals``: {(source, offset): {signal: value}} of the
+    user's rows (sig_tab_ctr and the entity signals of signals.py); None: every entity
+    signal is computed as for a row with no earlier event (test callers)."""
     inside = set(window)
     kept = []
     same_time: list = []  # rows kept at the current time_ms (exact duplicates share it)
@@ -66,15 +72,25 @@ def build_user_examples(rows: Iterable[GoodRow], user: dict, videos: Dict[int, d
                     continue
                 keys.add(key)
             same_time.append(g)
-        kept.append(g.row)
+        kept.append(g)
+    per_row = [_entity_signals(row_signals, g) for g in kept]
+    kept = [g.row for g in kept]
     events = [history_lib.HistoryEvent(
         time_ms=r.time_ms, video_id=r.video_id, author_id=videos[r.video_id]["author_id"],
-        is_click=r.is_click, watch_time_s=r.play_time_ms / 1000.0) for r in kept]
+        is_click=r.is_click, watch_time_s=r.play_time_ms / 1000.0, tab=r.tab) for r in kept]
     histories = history_lib.build_histories(events, history_length, min_watch_s)
-    for row, hist in zip(kept, histories):
+    user_stats = signals_lib.user_pass([signals_lib.UserEvent(
+        r.time_ms, r.is_click, r.play_time_ms / 1000.0, r.tab, s["sig_tab_ctr"]) for r, s in zip(kept, per_row)],
+        label_delay_ms)
+    for row, hist, entity, stats in zip(kept, histories, per_row, user_stats):
         split = span.split_of(row.time_ms, row.user_id) if span is not None else split_of_date.get(row.date)
         if split is None:
             yield HISTORY_ONLY, row.date
             continue
-        feats = parsing.example_features(row, user, videos[row.video_id], hist)
+        feats = parsing.example_features(row, user, videos[row.video_id], hist,
+                                         signals_lib.row_signals(entity, stats))
         yield split, parsing.to_tf_example(feats).SerializeToString()
+
+
+def _entity_signals(row_signals: Optional[Dict], g: GoodRow) -> Dict[str, float]:
+    return signals_lib.no_history_signals() if row_signals is None else row_signals[(g.source, g.offset)]

@@ -2,6 +2,7 @@
 import os
 
 from components.log_example_gen.config import LogExampleGenConfig
+from models import features as _features
 from schemas import kuairand_format
 
 # ---------------------------------------------------------------- LogExampleGen
@@ -47,6 +48,20 @@ MAX_PLAY_TIME_MS = 86_400_000
 MAX_DURATION_MS = 86_400_000
 # Log files are read in byte ranges of this size in parallel (reading.py).
 READ_RANGE_BYTES = 4 << 20
+# --- Leakage-free signals (#15, components/log_example_gen/signals.py) ---
+# LogExampleGen always writes them (and hist_tab); which ones are model inputs (Transform,
+# the feature layer, serving requests) is LOG_SIGNALS, read from the environment by
+# models/features.py so Transform, training and serving agree: "" = none (default, see
+# bench/README.md "Leakage-free signals (#15)"), "all", or a comma list of sig_* / hist_tab.
+LOG_SIGNALS = _features.ENABLED_SIGNALS
+# A click is known this long after its impression: a row at t uses labels of impressions
+# at t_j < t - LABEL_DELAY_S only. 5 min: a production click log is joined to its
+# impression in minute-scale batches, and a video is watched for seconds to minutes
+# (real play-time maximum 786 s, median seconds), so 300 s is a realistic lag.
+LABEL_DELAY_S = 300.0
+# p0: prior CTR of the running per-tab CTR e_tab (smoothed with 2 pseudo-impressions);
+# near the logs' CTR (0.46 on 05-02); it only matters for a tab's first impressions.
+SIGNAL_PRIOR_CTR = 0.45
 # Beam argument sets per runner for the Beam stages (LogExampleGen, StatisticsGen,
 # Transform, Evaluator): pipeline.runners.beam_args(runner, **values) fills the {fields}
 # and refuses a missing one. DirectRunner: one machine (multi_processing uses
@@ -86,6 +101,8 @@ LOG_EXAMPLE_GEN = LogExampleGenConfig(
     max_play_time_ms=MAX_PLAY_TIME_MS,
     max_duration_ms=MAX_DURATION_MS,
     read_range_bytes=READ_RANGE_BYTES,
+    label_delay_s=LABEL_DELAY_S,
+    signal_prior_ctr=SIGNAL_PRIOR_CTR,
     log_file_pattern=LOG_FILE_PATTERN,
     user_features_pattern=USER_FEATURES_PATTERN,
     video_features_pattern=VIDEO_FEATURES_PATTERN,

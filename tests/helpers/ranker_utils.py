@@ -46,6 +46,7 @@ def raw_rows(n, history_length, seed=0):
         hv = [int(v) for v in rng.integers(100, 110, length)]
         row = {k: int(rng.integers(0, 4)) for k in F.RAW_INT_FEATURES}
         row.update({k: float(rng.exponential(20.0)) for k in F.RAW_FLOAT_FEATURES})
+        row.update({k: float(rng.uniform(0.01, 0.99)) for k in F.SIGNAL_FEATURES})  # rates and ratios
         row.update({k: [b"a", b"b", b"c"][int(rng.integers(0, 3))] for k in F.RAW_BYTES_FEATURES})
         row.update(
             user_id=int(rng.integers(1, 6)), video_id=int(rng.integers(100, 110)),
@@ -55,6 +56,7 @@ def raw_rows(n, history_length, seed=0):
             hist_is_click=[int(c) for c in rng.integers(0, 2, length)] + [0] * pad,
             hist_watch_time_s=[float(w) for w in rng.exponential(10.0, length)] + [0.0] * pad,
             hist_time_gap_s=[float(g) for g in rng.exponential(3600.0, length)] + [0.0] * pad,
+            hist_tab=[int(t) for t in rng.integers(0, 4, length)] + [-1] * pad,
             hist_len=length,
         )
         rows.append(row)

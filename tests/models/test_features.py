@@ -21,3 +21,38 @@ def test_duration_bucket_edges():
 def test_serving_features_exclude_labels_and_meta():
     leaked = set(F.SERVING_RAW_FEATURES) & set(F.LABELS + F.EXTRA_OUTCOMES + F.META_FEATURES + F.META_BYTES_FEATURES)
     assert not leaked
+
+
+def test_signals_are_always_raw_and_model_inputs_only_when_enabled():
+    import pytest
+
+    assert set(F.SIGNAL_FEATURES) <= set(F.RAW_FLOAT_FEATURES) and "hist_tab" in F.RAW_HISTORY_INT
+    assert F.parse_enabled_signals("") == () == F.parse_enabled_signals(" none ")
+    assert F.parse_enabled_signals("all") == tuple(F.SIGNAL_FEATURES) + ("hist_tab",)
+    assert F.parse_enabled_signals("hist_tab, sig_user_lift") == ("sig_user_lift", "hist_tab")
+    with pytest.raises(ValueError, match="sig_nope"):
+        F.parse_enabled_signals("sig_nope")
+    assert set(F.USER_SIGNAL_FEATURES) <= set(F.SIGNAL_FEATURES)
+
+
+def test_enabled_signals_reach_numerics_serving_and_the_user_side():
+    """LOG_SIGNALS=all, read when models.features is imported (a fresh interpreter)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from models import features as F; print(json.dumps(dict(num=F.NUMERIC_FEATURES, "
+            "serving=F.SERVING_RAW_FEATURES, user=F.USER_CONTEXT_FEATURES, cand=F.CANDIDATE_FEATURES, "
+            "shared=F.ID_SHARED_VOCAB, inputs=F.model_input_names())))")
+    env = dict(os.environ, LOG_SIGNALS="all")
+    got = json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                                    text=True).stdout)
+    assert got["num"] == F.BASE_NUMERIC_FEATURES + F.SIGNAL_FEATURES
+    assert set(F.SIGNAL_FEATURES + ["hist_tab"]) <= set(got["serving"])
+    assert set(F.USER_SIGNAL_FEATURES + ["hist_tab"]) <= set(got["user"])
+    assert set(F.SIGNAL_FEATURES) - set(F.USER_SIGNAL_FEATURES) <= set(got["cand"])
+    assert got["shared"]["hist_tab"] == "tab" and "sig_propensity_xf" in got["inputs"]
+    # off (this process, LOG_SIGNALS unset in the suite): no signal is a model or serving input
+    if not F.ENABLED_SIGNALS:
+        assert not set(F.SIGNAL_FEATURES + ["hist_tab"]) & set(F.SERVING_RAW_FEATURES + F.model_input_names())

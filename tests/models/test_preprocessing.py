@@ -25,26 +25,38 @@ def _row(user, video, hist_videos, watch, **over):
         hist_is_click=[1] * len(hist_videos) + [0] * pad,
         hist_watch_time_s=[3.0] * len(hist_videos) + [0.0] * pad,
         hist_time_gap_s=[60.0] * len(hist_videos) + [0.0] * pad,
+        hist_tab=[1] * len(hist_videos) + [-1] * pad,
         hist_len=len(hist_videos),
     )
     row.update(over)
     return row
 
 
+SIGNALS_ON = ["sig_propensity", "sig_user_coec"]  # enabled here as LOG_SIGNALS would
+PROPS, COECS = [0.1, 0.5, 0.8], [0.5, 1.0, 4.0]
+
+
 @pytest.fixture(scope="module")
 def transformed(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setattr(F, "NUMERIC_FEATURES", F.BASE_NUMERIC_FEATURES + SIGNALS_ON)
+    mp.setattr(F, "ID_SHARED_VOCAB", {**F.ID_SHARED_VOCAB, "hist_tab": "tab"})
+    sig = [dict(sig_propensity=p, sig_user_coec=c) for p, c in zip(PROPS, COECS)]
     rows = [
-        _row(1, 100, [], 2.0, duration_s=10.0),
-        _row(1, 101, [100], 5.0, duration_s=100.0),
-        _row(2, 100, [999, 101], 0.5, duration_s=1000.0),  # 999 only ever seen in a history
+        _row(1, 100, [], 2.0, duration_s=10.0, **sig[0]),
+        _row(1, 101, [100], 5.0, duration_s=100.0, hist_tab=[7, -1, -1, -1], **sig[1]),
+        _row(2, 100, [999, 101], 0.5, duration_s=1000.0, **sig[2]),  # 999 only ever seen in a history
     ]
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(F.raw_feature_spec(L)))
     temp = str(tmp_path_factory.mktemp("tft"))
-    with tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
-        (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            configured_preprocessing_fn(), output_record_batches=False)
-        out_dir = str(tmp_path_factory.mktemp("tft_out"))
-        _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
+    try:
+        with tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
+            (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+                configured_preprocessing_fn(), output_record_batches=False)
+            out_dir = str(tmp_path_factory.mktemp("tft_out"))
+            _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
+    finally:
+        mp.undo()
     return out, tft.TFTransformOutput(out_dir)
 
 
@@ -89,3 +101,27 @@ def test_ead_thresholds_are_a_transform_asset_and_bucket_the_label(transformed):
     assert np.all(np.diff(thresholds) > 0)
     for row in out:
         assert row["watch_time_bucket"] == int(np.sum(row["watch_time_s"] > thresholds))
+
+
+def test_signal_transforms_match_numpy():
+    from models.preprocessing import SIGNAL_EPS, signal_transform
+
+    x = np.array([0.0, 0.2, 0.5, 1.0, 3.0], np.float32)
+    p = np.clip(x, SIGNAL_EPS, 1 - SIGNAL_EPS)
+    np.testing.assert_allclose(signal_transform(tf.constant(x), "logit"), np.log(p / (1 - p)), rtol=1e-5)
+    np.testing.assert_allclose(signal_transform(tf.constant(x), "log"), np.log(np.maximum(x, SIGNAL_EPS)),
+                               rtol=1e-5)
+    np.testing.assert_array_equal(signal_transform(tf.constant(x), "none"), x)
+    assert set(F.SIGNAL_TRANSFORMS.values()) <= {"logit", "log", "none"}
+
+
+def test_enabled_signals_are_transformed_then_z_scored(transformed):
+    """With signals on (LOG_SIGNALS), each is g(x) then z-scored; hist_tab shares tab's vocabulary."""
+    out, tft_output = transformed
+    for key, g in (("sig_propensity", np.log(np.array(PROPS) / (1 - np.array(PROPS)))),
+                   ("sig_user_coec", np.log(COECS))):
+        np.testing.assert_allclose([r[key + "_xf"] for r in out], (g - g.mean()) / g.std(), rtol=1e-4, atol=1e-5)
+    vocab = [v.decode() if isinstance(v, bytes) else v for v in tft_output.vocabulary_by_name("tab_vocab")]
+    assert "7" in vocab  # a tab only seen in a history is in tab's vocabulary
+    assert list(out[1]["hist_tab_xf"]) == [vocab.index("7") + 1, 0, 0, 0]
+    assert list(out[0]["hist_tab_xf"]) == [0, 0, 0, 0]

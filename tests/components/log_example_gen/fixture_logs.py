@@ -110,7 +110,7 @@ KNOBS = dict(history_length=50, history_min_watch_s=0.0, train_days=(), eval_day
              eval_last_n_days=2, validation_last_n_days=1, max_bad_row_fraction=0.01,
              duplicate_rule="drop", date_window=(), max_date_gap_days=2, out_of_window_rule="dead_letter",
              date_time_tolerance_s=3 * 3600.0, max_play_time_ms=86_400_000, max_duration_ms=86_400_000,
-             read_range_bytes=4 << 20)
+             read_range_bytes=4 << 20, label_delay_s=300.0, signal_prior_ctr=0.3)
 
 
 def make_config(**overrides):

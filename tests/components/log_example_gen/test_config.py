@@ -10,7 +10,7 @@ from tests.components.log_example_gen.fixture_logs import D1, D2, D3, KNOBS, mak
 REQUIRED = ("history_length", "history_min_watch_s", "train_days", "eval_days", "eval_last_n_days",
             "validation_last_n_days", "max_bad_row_fraction", "duplicate_rule", "date_window",
             "max_date_gap_days", "out_of_window_rule", "date_time_tolerance_s", "max_play_time_ms",
-            "max_duration_ms", "read_range_bytes")
+            "max_duration_ms", "read_range_bytes", "label_delay_s", "signal_prior_ctr")
 INGESTION = {k: KNOBS[k] for k in REQUIRED[7:]}
 
 
