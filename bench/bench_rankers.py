@@ -18,6 +18,10 @@
    request_metrics.py), exports with run_fn.export_serving_model, reloads it with
    tf.saved_model.load and times `serving_default` on requests of 100 candidates.
    Every (model, batch size) runs once per seed; `summary` gives mean ± std over seeds.
+   Training reads the in-memory split as the Trainer does with input_in_memory
+   (models/training/input.py in_memory_dataset); `train_examples_per_sec` is the steady
+   state (first train-function calls of each epoch excluded, _TrainTimer),
+   `train_epoch_examples_per_sec` whole epochs.
 
 Request GAUC groups a user's impressions within BENCH_REQUEST_WINDOW_S (60) seconds;
 frozen-state GAUC re-scores every impression with the user's history frozen at the
@@ -32,7 +36,8 @@ the exported signature has no such input) and "din_scaled" (scaled target attent
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
 BENCH_EPOCHS (3), BENCH_BATCH_SIZES (256,1024; the learning rate scales by
 sqrt(batch / 256)), BENCH_SEEDS (0,1,2), BENCH_MAX_TRAIN_ROWS (all; a subset for
-iteration), BENCH_STEPS_PER_EXECUTION (1), BENCH_REQUEST_WINDOW_S (60), BENCH_WORK
+iteration), BENCH_STEPS_PER_EXECUTION and BENCH_JIT_COMPILE (default: the TrainerConfig's),
+BENCH_REQUEST_WINDOW_S (60), BENCH_WORK
 (scratch dir, default /tmp/bench_rankers; the Transform output there is reused when its
 days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200).
 """
@@ -211,22 +216,35 @@ def click_rate_drift(splits, window_s):
 
 
 class _TrainTimer:
-    """Wall time of the training batches only (excludes per-epoch validation)."""
+    """Training wall time without the per-epoch validation: `seconds` for whole epochs
+    (tracing and the first batches included) and the steady state, `steady_seconds` over
+    `steady_examples`: from the end of the first WARMUP_CALLS train-function calls of each
+    epoch to the end of its last (batch callbacks fire once per steps_per_execution)."""
 
-    def __init__(self):
+    WARMUP_CALLS = 3
+
+    def __init__(self, batch_size):
         import tf_keras as keras
 
         timer = self
 
         class Callback(keras.callbacks.Callback):
             def on_epoch_begin(self, epoch, logs=None):
-                timer.t0 = time.perf_counter()
+                timer.t0, timer.calls = time.perf_counter(), []
+
+            def on_train_batch_end(self, batch, logs=None):
+                timer.calls.append((batch, time.perf_counter()))
 
             def on_test_begin(self, logs=None):
                 timer.seconds += time.perf_counter() - timer.t0
                 timer.epochs += 1
+                if len(timer.calls) > timer.WARMUP_CALLS + 1:
+                    (b0, t0), (b1, t1) = timer.calls[timer.WARMUP_CALLS - 1], timer.calls[-2]
+                    timer.steady_seconds += t1 - t0  # the last (partial) batch excluded
+                    timer.steady_examples += (b1 - b0) * batch_size
 
-        self.seconds, self.epochs, self.t0 = 0.0, 0, 0.0
+        self.seconds, self.epochs, self.t0, self.calls = 0.0, 0, 0.0, []
+        self.steady_seconds, self.steady_examples = 0.0, 0
         self.callback = Callback()
 
 
@@ -297,7 +315,7 @@ def main() -> int:
 
     from models.rankers import build_ranker
     from models.training.export import export_serving_model
-    from models.training.input import vocab_sizes
+    from models.training.input import in_memory_dataset, vocab_sizes
     from models.training.run_fn import fit_ranker
     from pipeline import configs
 
@@ -315,7 +333,9 @@ def main() -> int:
     seeds = [int(v) for v in env_list("BENCH_SEEDS", "0,1,2")]
     epochs = int(os.environ.get("BENCH_EPOCHS", "3"))
     max_rows = int(os.environ.get("BENCH_MAX_TRAIN_ROWS", "0"))
-    steps_per_execution = int(os.environ.get("BENCH_STEPS_PER_EXECUTION", "1"))
+    steps_per_execution = int(os.environ.get("BENCH_STEPS_PER_EXECUTION", "0"))  # 0: the config's
+    jit_env = os.environ.get("BENCH_JIT_COMPILE", "")  # "": the config's
+    jit_compile = None if jit_env == "" else jit_env.lower() in ("1", "true")
     window_s = float(os.environ.get("BENCH_REQUEST_WINDOW_S", "60"))
     calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
     work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_rankers")
@@ -354,16 +374,18 @@ def main() -> int:
                     params["learning_rate"] *= scale
                 config = base.replace(ranker_params=params, learning_rate=base.learning_rate * scale,
                                       batch_size=batch_size, seed=seed)
+                loadavg_before = [round(v, 2) for v in os.getloadavg()]
+                if steps_per_execution:
+                    config = config.replace(steps_per_execution=steps_per_execution)
+                if jit_compile is not None:
+                    config = config.replace(jit_compile=jit_compile)
                 model = build_ranker(config, sizes)
-                if steps_per_execution > 1:
-                    model._configure_steps_per_execution(steps_per_execution)  # tf-keras compile() knob
                 inputs = lambda x: {k: x[k] for k in model.input_names}  # noqa: E731
-                train_ds = (tf.data.Dataset.from_tensor_slices((inputs(train_x), train_y))
-                            .shuffle(n_train, seed=seed, reshuffle_each_iteration=True)
-                            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+                # the Trainer's in-memory input (TrainerConfig.input_in_memory): shuffled indices, one gather per batch
+                train_ds = in_memory_dataset(inputs(train_x), train_y, batch_size, True, seed=seed)
                 val_x, val_y, _ = splits["validation"]
-                val_ds = tf.data.Dataset.from_tensor_slices((inputs(val_x), val_y)).batch(4096)
-                timer = _TrainTimer()
+                val_ds = in_memory_dataset(inputs(val_x), val_y, 4096, False)
+                timer = _TrainTimer(batch_size)
                 history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=[timer.callback],
                                      verbose=0)
                 val_auc = history.history.get("val_click_prob_auc", [])
@@ -371,11 +393,13 @@ def main() -> int:
                           "learning_rate": config.learning_rate,
                           "validation": ranking_metrics(model, *splits["validation"], window_s),
                           "eval": ranking_metrics(model, *splits["eval"], window_s),
-                          "train_examples_per_sec": round(n_train * timer.epochs / max(timer.seconds, 1e-9), 1),
+                          "train_examples_per_sec": round(timer.steady_examples / max(timer.steady_seconds, 1e-9), 1),
+                          "train_epoch_examples_per_sec": round(n_train * timer.epochs / max(timer.seconds, 1e-9), 1),
                           "params": int(model.count_params()), "epochs_run": timer.epochs,
                           "best_epoch": int(np.argmax(val_auc)) + 1 if val_auc else 1,
                           "validation_auc_per_epoch": [round(float(a), 5) for a in val_auc],
-                          "ranker_params": config.ranker_params, "steps_per_execution": steps_per_execution,
+                          "ranker_params": config.ranker_params, "steps_per_execution": config.steps_per_execution,
+                          "jit_compile": config.jit_compile, "loadavg_before": loadavg_before,
                           "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
                 if seed == seeds[0] and "hist_tab_xf" not in model.input_names:
                     export_dir = os.path.join(work, "export", name)

@@ -30,6 +30,20 @@ def compile_ranker(inputs, representation, heads=None, linear_logit=None, learni
         metrics.update(head.metrics())
     loss_weights = {k: float(v) for k, v in (loss_weights or {}).items() if k in losses}
     model = keras.Model(inputs=inputs, outputs=outputs, name=name)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=losses,
-                  loss_weights={k: loss_weights.get(k, 1.0) for k in losses}, metrics=metrics)
+    model._ranker_compile_args = dict(loss=losses, loss_weights={k: loss_weights.get(k, 1.0) for k in losses},
+                                      metrics=metrics)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), **model._ranker_compile_args)
+    return model
+
+
+def configure_training(model, steps_per_execution: int = 1, jit_compile: bool = False) -> keras.Model:
+    """Re-compiles a `compile_ranker` model (same optimizer, losses, weights, metrics) with
+    Keras' execution knobs: `steps_per_execution` batches per tf.function call and
+    XLA (`jit_compile`) for the train / test / predict functions only. Exported
+    signatures trace the model's `call` without XLA (models/training/export.py), so
+    SavedModels keep standard ops. Returns `model`."""
+    if int(steps_per_execution) == 1 and not jit_compile:
+        return model
+    model.compile(optimizer=model.optimizer, steps_per_execution=int(steps_per_execution),
+                  jit_compile=bool(jit_compile), **model._ranker_compile_args)
     return model

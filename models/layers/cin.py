@@ -31,8 +31,12 @@ class CIN(keras.layers.Layer):
     :math:`H_k/2` go to the output; the final layer outputs all its maps. Layer
     sizes except the last must then be even.
 
-    Implementation: the outer product ``z[b,i,j,d] = X^{k-1}[b,i,d] X^0[b,j,d]``
-    followed by a 1x1 "convolution" over (i, j), both as one ``einsum``. The
+    Implementation: the outer product laid out as ``z[b·d, (i, j)] = X^{k-1}[b,i,d]
+    X^0[b,j,d]`` (embedding dimension first), then one matmul with the kernel reshaped
+    to ``[H_{k-1}·m, H_k]`` (the 1x1 "convolution" over (i, j)). The three-operand
+    ``einsum("bid,bjd,ijh->bhd")`` computes the same but ran ~5x slower in training on
+    CPU (forward + backward, B = 1024, m = 14: 762 vs 149 ms, #15). Cost per example
+    and layer: :math:`D \cdot H_{k-1} \cdot m \cdot H_k` multiply-adds. The
     kernel of layer k has shape ``[H_{k-1}, m, H_k]``, i.e.
     :math:`\sum_k H_k H_{k-1} m` weights in total (§3.2.1; ``H_{k-1}`` is the
     number of maps fed to layer k), plus :math:`\sum_k H_k` biases if enabled.
@@ -108,21 +112,24 @@ class CIN(keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, inputs):
-        x0 = tf.convert_to_tensor(inputs)
-        hidden = x0
+        x0 = tf.transpose(tf.convert_to_tensor(inputs), [0, 2, 1])  # [B, D, m]
+        batch, dim, m = tf.shape(x0)[0], tf.shape(x0)[1], x0.shape[-1]
+        hidden = x0  # X^{k-1} as [B, D, H_{k-1}]
         pooled = []
         for k, size in enumerate(self.layer_sizes):
-            # X^k[b,h,d] = sum_{i,j} W[i,j,h] X^{k-1}[b,i,d] X^0[b,j,d]   (eq. 6)
-            xk = tf.einsum("bid,bjd,ijh->bhd", hidden, x0, self.kernels[k])
+            # X^k[b,d,h] = sum_{i,j} W[i,j,h] X^{k-1}[b,d,i] X^0[b,d,j]   (eq. 6)
+            fed = hidden.shape[-1]
+            z = tf.reshape(hidden[:, :, :, None] * x0[:, :, None, :], [-1, fed * m])
+            xk = tf.reshape(tf.matmul(z, tf.reshape(self.kernels[k], [fed * m, size])), [batch, dim, size])
             if self.use_bias:
-                xk = xk + self.biases[k][None, :, None]
+                xk = xk + self.biases[k]
             xk = self.activation(xk)
             is_last = k == len(self.layer_sizes) - 1
             if self.split_half and not is_last:
-                hidden, direct = xk[:, : size // 2], xk[:, size // 2:]
+                hidden, direct = xk[:, :, : size // 2], xk[:, :, size // 2:]
             else:
                 hidden, direct = xk, xk
-            pooled.append(tf.reduce_sum(direct, axis=-1))  # eq. 7: sum over D
+            pooled.append(tf.reduce_sum(direct, axis=1))  # eq. 7: sum over D
         return tf.concat(pooled, axis=-1)
 
     def compute_output_shape(self, input_shape):

@@ -39,6 +39,8 @@ def build_ranker(config, vocab_sizes: dict, heads=None, ead_thresholds=None) -> 
                   loss_weights=heads_lib.loss_weights_from_config(config), heads=heads)
     kwargs.update(params)  # a ranker may override e.g. its learning rate
     try:
-        return RANKERS[config.model_type](vocab_sizes, config.history_length, **kwargs)
+        model = RANKERS[config.model_type](vocab_sizes, config.history_length, **kwargs)
     except TypeError as e:
         raise ValueError(f"bad ranker_params {sorted(params)} for model_type {config.model_type!r}: {e}") from e
+    return heads_lib.configure_training(model, steps_per_execution=config.steps_per_execution,
+                                        jit_compile=config.jit_compile)

@@ -31,6 +31,9 @@ class TrainerConfig:
         settings (`models.heads.heads_from_config`); ranking_score: formula name.
     loss_weight_*: weight of each head's loss in the multi-task sum.
     strategy: tf.distribute strategy name (`models.training.strategies`).
+    steps_per_execution, jit_compile: Keras compile knobs (`models.heads.configure_training`);
+    input_in_memory: `models.training.input.input_fn(in_memory=True)`. They default to the
+    behaviour before #15 so older custom_configs still load.
     """
 
     model_type: str
@@ -60,9 +63,16 @@ class TrainerConfig:
     input_examples: str = "transformed"
     # the learning rate of a warm-started run (one pass over a new span, #14); None: learning_rate
     warm_start_learning_rate: Optional[float] = None
+    # training speed (#15; bench/README.md, rankers section): batches per tf.function call,
+    # XLA for the Keras train/test/predict functions (never the exported signatures), and
+    # the split read + transformed once into memory, batches gathered by shuffled index
+    steps_per_execution: int = 1
+    jit_compile: bool = False
+    input_in_memory: bool = False
 
     def __post_init__(self):
-        for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs"):
+        for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs",
+                     "steps_per_execution"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"TrainerConfig.{name} must be a positive int, got {value!r}")
@@ -78,6 +88,9 @@ class TrainerConfig:
         if self.warm_start_learning_rate is not None and not self.warm_start_learning_rate > 0:
             raise ValueError(f"TrainerConfig.warm_start_learning_rate must be > 0 or None, "
                              f"got {self.warm_start_learning_rate!r}")
+        for name in ("jit_compile", "input_in_memory"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"TrainerConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.input_examples not in INPUT_EXAMPLES:
             raise ValueError(f"TrainerConfig: unknown input_examples {self.input_examples!r}; known: {INPUT_EXAMPLES}")
         if self.strategy not in STRATEGIES:

@@ -18,8 +18,14 @@ def label_keys_for(model) -> dict:
 
 
 def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1,
-             label_keys=None, shuffle_buffer_size=None, raw=False):
+             label_keys=None, shuffle_buffer_size=None, raw=False, in_memory=False, seed=0):
     """Transformed examples -> (features, {output name: label}) batches.
+
+    ``in_memory=True`` (TrainerConfig ``input_in_memory``): the split is read, parsed and
+    (``raw``) transformed once, in large unshuffled batches, into memory
+    (`materialize`); every epoch then shuffles row indices and gathers whole batches
+    (`in_memory_dataset`): an exact permutation of the split per epoch, no per-example
+    work and no shuffle buffer.
 
     ``raw=True``: the files are raw examples (LogExampleGen's); they are parsed with the
     transform graph's raw schema and transformed here by its TFT layer (TrainerConfig
@@ -33,6 +39,11 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
     SHUFFLE_BUFFER_SIZE) at least the train split's size."""
     from tfx_bsl.public import tfxio  # heavy; imported only where the Trainer needs it
 
+    if in_memory:
+        once = input_fn(file_pattern, data_accessor, tf_transform_output, MATERIALIZE_BATCH, False,
+                        label_keys=label_keys, raw=raw)
+        features, labels = materialize(once)
+        return in_memory_dataset(features, labels, batch_size, shuffle, seed=seed, num_epochs=num_epochs)
     if shuffle and not shuffle_buffer_size:
         raise ValueError("input_fn: shuffling needs shuffle_buffer_size (TrainerConfig.shuffle_buffer_size)")
 
@@ -46,6 +57,39 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
         layer = tf_transform_output.transform_features_layer()
         return dataset.map(lambda batch: split_labels(layer(batch), label_keys))
     return dataset.map(lambda batch: split_labels(batch, label_keys))
+
+
+MATERIALIZE_BATCH = 4096  # rows per parse/transform call when reading a split into memory
+
+
+def materialize(dataset):
+    """A finite (features, labels) dataset of dense batches -> ({key: np.ndarray}, {key: np.ndarray})."""
+    import numpy as np
+
+    parts = list(dataset.as_numpy_iterator())
+    if not parts:
+        raise ValueError("materialize: the dataset is empty")
+    join = lambda i: {k: np.concatenate([p[i][k] for p in parts]) for k in parts[0][i]}  # noqa: E731
+    return join(0), join(1)
+
+
+def in_memory_dataset(features, labels, batch_size, shuffle, seed=0, num_epochs=1):
+    """(features, labels) arrays in memory -> batches gathered by index.
+
+    Per epoch: idx = a permutation of 0..n-1 (``shuffle``, reshuffled every epoch; else
+    0..n-1), batch b = rows idx[b·B : (b+1)·B] of every array (one gather per key and
+    batch). ``num_epochs=None`` repeats forever."""
+    features = {k: tf.constant(v) for k, v in features.items()}
+    labels = {k: tf.constant(v) for k, v in labels.items()}
+    n = int(next(iter(labels.values())).shape[0])
+    index = tf.data.Dataset.range(n)
+    if shuffle:
+        index = index.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    index = index.batch(batch_size)
+    index = index.repeat(num_epochs) if num_epochs != 1 else index  # batches never straddle epochs
+    gather = lambda i: ({k: tf.gather(v, i) for k, v in features.items()},  # noqa: E731
+                        {k: tf.gather(v, i) for k, v in labels.items()})
+    return index.map(gather, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def split_labels(batch, label_keys=None):

@@ -4,7 +4,8 @@ Every setting comes in the Trainer's custom_config as a `TrainerConfig`
 (models/training/config.py; values in pipeline/configs/ TRAINER): the ranker
 `model_type` (models/rankers RANKERS) and its `ranker_params`, the watch head
 ("regression" | "cread" | "cqe" | "cread+cqe"), loss weights, batch size, shuffle
-buffer, epochs and the tf.distribute `strategy` (models/training/strategies.py).
+buffer, epochs and the tf.distribute `strategy` (models/training/strategies.py), and
+the speed knobs (steps_per_execution, jit_compile, input_in_memory: #15).
 Training keeps BackupAndRestore checkpoints under `<model_run_dir>/backup`;
 TensorBoard logs go to `<model_run_dir>`: Keras' per-head losses and metrics, and the
 learning rate, attention-weight and quantile-spread diagnostics
@@ -92,7 +93,8 @@ def run_fn(fn_args):
         ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output,
                       input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size,
                       True, num_epochs=None if input_context else 1, label_keys=label_keys,
-                      shuffle_buffer_size=config.shuffle_buffer_size, raw=raw)
+                      shuffle_buffer_size=config.shuffle_buffer_size, raw=raw,
+                      in_memory=config.input_in_memory, seed=config.seed)
         if config.shuffle_labels_seed is not None:
             ds = shuffle_labels(ds, config.shuffle_labels_seed)
         if input_context:
@@ -113,7 +115,7 @@ def run_fn(fn_args):
         # fn_args.eval_files: the pipeline's "validation" split (the last train day), never the
         # eval days the Evaluator scores (pipeline.py EvalArgs)
         validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
-                              label_keys=label_keys, raw=raw)
+                              label_keys=label_keys, raw=raw, in_memory=config.input_in_memory)
         if fn_args.eval_steps:
             validation = validation.take(fn_args.eval_steps)
 

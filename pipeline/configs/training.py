@@ -143,6 +143,14 @@ RANKER_PARAMS["dcn"] = {
 RANKER_PARAMS["din"]["attention_scoring"] = "mlp"
 RANKER_PARAMS["din"]["dual_attention"] = False
 
+# --- Training speed (#15; bench/README.md, rankers section) ---
+# Read the split once (parse + transform), keep it in memory and gather each batch by
+# shuffled row index (models/training/input.py in_memory_dataset): an exact per-epoch
+# permutation instead of SHUFFLE_BUFFER_SIZE per-example shuffling.
+INPUT_IN_MEMORY = True
+STEPS_PER_EXECUTION = 1  # batches per tf.function call (Keras compile)
+JIT_COMPILE = False  # XLA for Keras' train/test/predict functions; never the exported signatures
+
 # Distribution strategy (models/training/strategies.py): "mirrored" (default; all local
 # devices), "multi_worker" (TF_CONFIG) or "parameter_server" (TF_CONFIG; embedding
 # tables bigger than PS_MIN_SHARD_BYTES are split over at most PS_MAX_SHARDS ps tasks;
@@ -178,6 +186,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         strategy=STRATEGY,
         ps_min_shard_bytes=PS_MIN_SHARD_BYTES,
         ps_max_shards=PS_MAX_SHARDS, warm_start_learning_rate=WARM_START_LEARNING_RATE,
+        steps_per_execution=STEPS_PER_EXECUTION, jit_compile=JIT_COMPILE, input_in_memory=INPUT_IN_MEMORY,
     )
     return config.replace(**changes) if changes else config
 
