@@ -50,6 +50,7 @@ def synthetic_rows(n, history_length, seed=0):
                    author_id=int(rng.integers(1, 60)), hist_len=length,
                    hist_video_id=hv + [-1] * pad, hist_author_id=[v // 10 for v in hv] + [-1] * pad,
                    hist_is_click=[int(c) for c in rng.integers(0, 2, length)] + [0] * pad,
+                   hist_tab=[int(t) for t in rng.integers(0, 4, length)] + [-1] * pad,
                    hist_watch_time_s=[float(w) for w in rng.exponential(10.0, length)] + [0.0] * pad,
                    hist_time_gap_s=[float(g) for g in rng.exponential(3600.0, length)] + [0.0] * pad)
         rows.append(row)

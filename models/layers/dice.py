@@ -18,7 +18,8 @@ class Dice(keras.layers.Layer):
 
     ``E[s]`` and ``Var[s]`` are per channel (last axis). In training they are the
     mean and the (biased) variance of the current mini-batch, taken over every axis
-    but the last; at inference the moving averages are used, which are updated in
+    but the last; at inference the moving averages are used (folded into per-channel
+    scale and shift, ``_inference``), which are updated in
     training as ``moving = momentum * moving + (1 - momentum) * batch``. ``alpha``
     is a learnable per-channel slope, initialised to 0 (so Dice starts as a
     "soft ReLU" gated by the normalised input). Dice generalises PReLU: the
@@ -110,12 +111,22 @@ class Dice(keras.layers.Layer):
                     tf.convert_to_tensor(self.moving_variance))
 
         if isinstance(training, (bool, int)):
-            mean, var = train_moments() if training else inference_moments()
+            if not training:
+                return self._inference(x)
+            mean, var = train_moments()
         else:
             mean, var = tf.cond(tf.cast(training, tf.bool), train_moments,
                                 inference_moments)
         p = tf.sigmoid((x - mean) / tf.sqrt(var + self.epsilon))
         return p * x + (1.0 - p) * self.alpha * x
+
+    def _inference(self, x):
+        r"""Inference form with the moving statistics folded into per-channel vectors:
+        :math:`f(s) = s\,(\alpha + (1 - \alpha)\,\sigma(a s - a\mu))`, :math:`a = 1/\sqrt{Var + \epsilon}`
+        (the same function as the training form, 6 element-wise ops instead of 8)."""
+        scale = tf.math.rsqrt(self.moving_variance + self.epsilon)
+        p = tf.sigmoid(x * scale - self.moving_mean * scale)
+        return x * (self.alpha + (1.0 - self.alpha) * p)
 
     def compute_mask(self, inputs, mask=None):
         return mask

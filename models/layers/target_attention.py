@@ -62,6 +62,9 @@ class TargetAttention(keras.layers.Layer):
         - ``keys``: history item embeddings h, ``[batch, L, D]`` (L may be 0).
         - ``mask``: ``[batch, L]`` bool or 0/1, True/1 = real item, False/0 =
           padding. ``None`` = all items valid.
+        - ``keys`` and ``mask`` may have 1 row against ``batch`` queries (one user's
+          history, N candidates): they are broadcast, and the per-item part of the
+          first Dense is computed once (``_mlp_scores``).
 
     Output: ``[batch, D]``; with ``return_attention_scores=True`` a tuple
     ``(output, weights)`` with ``weights`` ``[batch, L]`` (0 at padding), e.g.
@@ -139,40 +142,83 @@ class TargetAttention(keras.layers.Layer):
         dim = query.shape[-1]
         if dim is None:
             raise ValueError("TargetAttention: the embedding dim D must be known.")
-        batch, length = tf.shape(keys)[0], tf.shape(keys)[1]
+        # query rows B_q and key rows B_k are B or 1 (one user's history against B targets)
+        rows = tf.maximum(tf.shape(query)[0], tf.shape(keys)[0])
+        length = tf.shape(keys)[1]
         if mask is None:
-            mask = tf.ones([batch, length], dtype=tf.bool)
+            mask = tf.ones([rows, length], dtype=tf.bool)
         else:
-            mask = tf.cast(mask, tf.bool)
+            mask = tf.broadcast_to(tf.cast(mask, tf.bool), [rows, length])
 
         if self.scoring == "scaled_dot":
-            logits = tf.einsum("bd,ble,de->bl", query, keys, self.key_kernel) / math.sqrt(dim)
+            query_w = tf.matmul(query, self.key_kernel)  # t^T W, [B_q, D]
+            logits = tf.matmul(query_w[:, tf.newaxis, :], keys, transpose_b=True)[:, 0, :] / math.sqrt(dim)
             weights = masked_softmax(logits, mask)
-            output = tf.einsum("bl,bld->bd", weights, keys)
-            return (output, weights) if return_attention_scores else output
-
-        queries = tf.broadcast_to(query[:, None, :], tf.shape(keys))
-        features = tf.concat([keys, queries, keys - queries, keys * queries], axis=-1)
-        # Score every (row, item) pair as one flat batch so Dice/PReLU see [N, units].
-        hidden = tf.reshape(features, [-1, 4 * dim])
-        flat_mask = tf.reshape(mask, [-1])
-        for dense, act in zip(self.hidden_layers, self.activation_layers):
-            hidden = dense(hidden)
-            if isinstance(act, Dice):
-                hidden = act(hidden, training=training, mask=flat_mask)
-            else:
-                hidden = act(hidden)
-        scores = tf.reshape(self.score_layer(hidden), [batch, length])
-
-        if self.use_softmax:  # a row without valid items gets all-zero weights
-            weights = masked_softmax(scores, mask)
         else:
-            weights = tf.where(mask, scores, tf.zeros_like(scores))
+            scores = self._mlp_scores(query, keys, mask, rows, length, dim, training)
+            if self.use_softmax:  # a row without valid items gets all-zero weights
+                weights = masked_softmax(scores, mask)
+            else:
+                weights = tf.where(mask, scores, tf.zeros_like(scores))
 
-        output = tf.einsum("bl,bld->bd", weights, keys)
+        output = tf.matmul(weights[:, tf.newaxis, :], keys)[:, 0, :]  # Σ_i w_i h_i, [B, D]
         if return_attention_scores:
             return output, weights
         return output
+
+    def _mlp_scores(self, query, keys, mask, rows, length, dim, training):
+        r"""Activation-unit scores [B, L]. The first Dense on [h, t, h - t, h ∘ t] is split
+        by blocks of its kernel W = [W_h; W_t; W_d; W_p] (rows of D each):
+
+        .. math::
+
+            W^\top [h, t, h - t, h \circ t] + b
+            = \underbrace{(W_h + W_d)^\top h}_{\text{per item}}
+            + \underbrace{(W_t - W_d)^\top t + b}_{\text{per target}}
+            + \underbrace{W_p^\top (h \circ t)}_{\text{per pair}}
+
+        so only the D-wide product term is computed per (target, item) pair. When the keys
+        have 1 row (one user's history, B targets) the per-item and per-pair parts are folded
+        into one matrix per request, :math:`M_{d,(i,u)} = h_{i,d} W_{p,du} + (W_t - W_d)_{du}`,
+        and the layer is one MatMul ``t M + c`` with :math:`c_{(i,u)} = ((W_h + W_d)^\top h_i + b)_u`.
+        Same variables as the concatenated form (tests compare both forms with it).
+        """
+        layers = self.hidden_layers + [self.score_layer]
+        first = layers[0]
+        if not first.built:
+            with tf.name_scope(first.name):
+                first.build(tf.TensorShape([None, 4 * dim]))
+        kernel = tf.convert_to_tensor(first.kernel)
+        w_h, w_t, w_d, w_p = (kernel[i * dim:(i + 1) * dim] for i in range(4))
+        item_w, target_w, units = w_h + w_d, w_t - w_d, first.units
+
+        def per_pair():  # keys with B (or 1) rows
+            item_part = tf.reshape(tf.matmul(tf.reshape(keys, [-1, dim]), item_w),
+                                   [tf.shape(keys)[0], length, units])           # [B_k, L, U]
+            target_part = tf.nn.bias_add(tf.matmul(query, target_w), first.bias)  # [B_q, U]
+            pair = keys * query[:, tf.newaxis, :]                                 # [B, L, D]
+            hidden = tf.reshape(tf.matmul(tf.reshape(pair, [-1, dim]), w_p), [rows, length, units])
+            return tf.reshape(hidden + (item_part + target_part[:, tf.newaxis, :]), [-1, units])
+
+        def one_user():  # keys with 1 row: the three parts as one MatMul [B, D] @ [D, L·U]
+            h_t = tf.transpose(keys[0])                                           # [D, L]
+            m = h_t[:, :, tf.newaxis] * w_p[:, tf.newaxis, :] + target_w[:, tf.newaxis, :]
+            c = tf.reshape(tf.nn.bias_add(tf.matmul(keys[0], item_w), first.bias), [-1])
+            return tf.reshape(tf.nn.bias_add(tf.matmul(query, tf.reshape(m, [dim, -1])), c), [-1, units])
+
+        hidden = tf.cond(tf.equal(tf.shape(keys)[0], 1), one_user, per_pair)
+        # Score every (row, item) pair as one flat batch so Dice/PReLU see [N, units].
+        flat_mask = tf.reshape(mask, [-1])
+        for n, dense in enumerate(layers):
+            if n:
+                hidden = dense(hidden)
+            if n < len(self.activation_layers):
+                act = self.activation_layers[n]
+                if isinstance(act, Dice):
+                    hidden = act(hidden, training=training, mask=flat_mask)
+                else:
+                    hidden = act(hidden)
+        return tf.reshape(hidden, [rows, length])
 
     def get_config(self):
         config = super().get_config()

@@ -12,6 +12,11 @@
                                                       pool = masked mean of h_i, a cheap
                                                       extra that keeps the outcome average)
 
+The user-side inputs may have 1 row against N candidates (export's serving_rank): the
+feature layer, the attention and `din_input` broadcast rows where the two sides meet
+(models/layers/row_broadcast.py), so the history is embedded and projected once per
+request (`model.user_side_rows_broadcast`).
+
 dual_attention=True adds the two-stage cross-scene attention
 (models/layers/dual_attention.py) next to v_U:
 
@@ -32,6 +37,7 @@ from models.layers.dice import Dice
 from models.layers.dual_attention import DualAttention
 from models.layers.feature_layer import CATEGORICAL, FeatureLayer, mlp, model_inputs
 from models.heads import compile_ranker
+from models.layers.row_broadcast import RowConcatenate
 from models.layers.target_attention import TargetAttention
 
 HISTORY_SCENE_INPUT = "hist_tab_xf"
@@ -72,9 +78,13 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
                                    name="dual_attention")(
             feats["target_item"], feats["history"], inputs[HISTORY_SCENE_INPUT],
             inputs[F.transformed_name("tab")], profile, mask=feats["history_mask"]))
-    z = keras.layers.Concatenate(name="din_input")(parts + [feats["history_pooled"]])
+    z = RowConcatenate(name="din_input")(parts + [feats["history_pooled"]])
     activation = {"dice": lambda name: Dice(momentum=dice_momentum, name=name),
                   "prelu": keras.layers.PReLU}.get(mlp_activation, mlp_activation)
     z = mlp(z, mlp_hidden_units, activation, name="mlp")
-    return compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
-                          name="din")
+    model = compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
+                           name="din")
+    # serving_rank may feed the user side with 1 row (models/training/export.py): every layer
+    # that meets both sides broadcasts rows (not DualAttention yet)
+    model.user_side_rows_broadcast = not dual_attention
+    return model

@@ -106,3 +106,17 @@ def test_config_round_trip_gives_same_outputs():
     x = np.random.default_rng(5).normal(size=(6, 5)).astype(np.float32)
     dice(x, training=True)  # moving statistics away from their initial values
     assert_config_round_trip(dice, lambda layer: layer(x, training=False))
+
+
+def test_folded_inference_equals_the_symbolic_training_flag():
+    """training=False (folded scale/shift form) equals training=<tensor False> (the tf.cond
+    form with the moving statistics), and the NumPy formula."""
+    dice, alpha = make_dice(seed=3)
+    dice.moving_mean.assign(np.linspace(-2, 1, 5).astype(np.float32))
+    dice.moving_variance.assign(np.linspace(0.1, 3, 5).astype(np.float32))
+    x = np.random.default_rng(4).normal(0.0, 3.0, (6, 5)).astype(np.float32)
+    folded = dice(x, training=False).numpy()
+    symbolic = tf.function(lambda v: dice(v, training=tf.constant(False)))(x).numpy()
+    np.testing.assert_allclose(folded, symbolic, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(folded, numpy_dice(x, dice.moving_mean.numpy(), dice.moving_variance.numpy(),
+                                                  alpha, 1e-8), rtol=1e-5, atol=1e-6)

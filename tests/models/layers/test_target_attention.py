@@ -161,3 +161,48 @@ def test_scaled_dot_matches_numpy_and_masks():
                              lambda layer: layer(query, keys, mask=mask))
     with pytest.raises(ValueError, match="scoring"):
         TargetAttention(scoring="dot")
+
+
+def _brute_force_scores(att, query, keys, mask):
+    """Scores of the concatenated form MLP([h, t, h - t, h ∘ t]) (sigmoid activations)."""
+    (k0, b0), (k1, b1), (k2, b2) = [(d.kernel.numpy(), d.bias.numpy())
+                                    for d in att.hidden_layers + [att.score_layer]]
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    t = np.broadcast_to(query[:, None], keys.shape)
+    feats = np.concatenate([keys, t, keys - t, keys * t], -1).astype(np.float64)
+    return np.where(mask, (sig(sig(feats @ k0 + b0) @ k1 + b1) @ k2 + b2)[..., 0], 0.0)
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_one_user_history_against_many_targets_equals_the_concatenated_form(batch):
+    """Keys with 1 row (serving_rank: one user's history, B candidates) take the folded
+    one-MatMul path; it equals the brute-force concatenated form on the tiled keys, and
+    the per-pair path of the same layer on tiled inputs (Dice at inference)."""
+    rng = np.random.default_rng(7)
+    query = rng.normal(size=(batch, D)).astype(np.float32)
+    keys1 = rng.normal(size=(1, L, D)).astype(np.float32)
+    mask1 = np.array([[1, 1, 0, 1, 0]], bool)
+    keys, mask = np.repeat(keys1, batch, 0), np.repeat(mask1, batch, 0)
+    att = TargetAttention(hidden_units=(6, 3), activation="sigmoid")
+    out, w = att(query, keys1, mask=mask1, return_attention_scores=True)
+    want_w = _brute_force_scores(att, query, keys, mask)
+    np.testing.assert_allclose(w.numpy(), want_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), np.einsum("bl,bld->bd", want_w, keys), rtol=1e-5, atol=1e-5)
+
+    dice = TargetAttention(hidden_units=(8, 4), activation="dice", use_softmax=True)
+    dice(query, keys, mask=mask, training=True)  # moving statistics away from 0 / 1
+    out_tiled = dice(query, keys, mask=mask, training=False)
+    out_one = dice(query, keys1, mask=mask1, training=False)
+    assert out_one.shape == (batch, D)
+    np.testing.assert_allclose(out_one.numpy(), out_tiled.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_split_first_layer_keeps_the_variables():
+    """Same variable names and shapes as the concatenated Dense([4D] -> U) form, so
+    checkpoints of either form load into the other."""
+    att = TargetAttention(hidden_units=(6, 3), name="target_attention")
+    att(tf.zeros([2, D]), tf.zeros([2, L, D]))
+    shapes = {v.name: tuple(v.shape) for v in att.weights}
+    assert shapes["target_attention/dense_0/kernel:0"] == (4 * D, 6)
+    assert shapes["target_attention/dense_0/bias:0"] == (6,)
+    assert shapes["target_attention/score/kernel:0"] == (3, 1)
