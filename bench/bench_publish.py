@@ -169,7 +169,7 @@ def main() -> int:
     max_train = int(os.environ.get("BENCH_MAX_TRAIN_ROWS", "0"))
     max_eval = int(os.environ.get("BENCH_MAX_EVAL_ROWS", "0"))
     out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "publish.json"))
-    started = time.time()
+    started, load_before = time.time(), os.getloadavg()
     import tensorflow_transform as tft
 
     examples, transform_graph = br.run_example_gen_and_transform(logs, work, train_days, eval_days)
@@ -187,7 +187,8 @@ def main() -> int:
     record = {"logs": _rel(logs) if os.path.isabs(logs) else logs, "train_days": train_days,
               "eval_days": eval_days, "work": "<tmp>/" + os.path.basename(work), "info": info,
               "max_train_rows": max_train or None, "max_eval_rows": max_eval or None, "epochs": epochs,
-              "load_average": os.getloadavg(), "note": "2-core machine shared with other jobs: latencies are rough",
+              "load_average_before": [round(x, 2) for x in load_before], "load_average_after": [round(x, 2) for x in os.getloadavg()],
+              "note": ("loaded at the start: latencies are rough" if load_before[0] >= 1.5 else "idle at the start"),
               "seconds": round(time.time() - started, 1), "results": results}
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:

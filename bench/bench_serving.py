@@ -256,7 +256,8 @@ def main(argv=None) -> int:
         history_length=L, model_dir="<tmp>/serving/watchtime_ranker/<version>",
         machine=dict(cpus=os.cpu_count(), loadavg_before=[round(x, 2) for x in load_before],
                      loadavg_after=[round(x, 2) for x in os.getloadavg()],
-                     note="shared machine: other jobs were running; latencies are upper bounds"),
+                     note=("loadavg_before >= 1.5: other jobs were running, latencies are upper bounds"
+                           if load_before[0] >= 1.5 else "idle at the start; loadavg_after includes the bench's own clients")),
         wall_seconds=round(time.time() - t0, 1))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
