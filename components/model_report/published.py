@@ -95,4 +95,7 @@ def section(report: Optional[dict], out_dir: str, plots_dir: str = "plots") -> s
         parts.append(f"<p>NE loss against pruned fraction, in memory on the {_fmt(report.get('sweep_split'))} "
                      f"rows; pruned fraction chosen: {_fmt(report.get('prune_fraction_chosen'))}.</p>"
                      f"<img src='{plots_dir}/published_ne_loss.png' alt='NE loss against pruned fraction'>")
+    for fallback in report.get("prune_fallbacks") or []:
+        parts.append(f"<p>Pruned fraction {_fmt(fallback['fraction'])} refused by verification "
+                     f"({html.escape(fallback['reason'])}); the next smaller one was tried.</p>")
     return "".join(parts)

@@ -60,14 +60,21 @@ def run_sweep(trained_model_dir: str, importance, config: PublishConfig, tf_tran
                              config.sweep_fractions, criteria)
 
 
-def choose_fraction(config: PublishConfig, sweep_rows: list) -> PublishConfig:
-    """The largest swept fraction ≤ config.prune_fraction whose in-memory check passes
-    the gates for config.criterion and config.allocation (no pruning when none does)."""
-    ok = [r["fraction"] for r in sweep_rows
+def candidate_fractions(config: PublishConfig, sweep_rows: list) -> List[Optional[float]]:
+    """prune_auto's candidates, best first: the swept fractions ≤ config.prune_fraction
+    whose in-memory check passes the gates for config.criterion and config.allocation,
+    largest first, then None (no pruning: int8 only). The Publisher verifies the first
+    as a SavedModel and falls back to the next when its verification refuses it."""
+    ok = {r["fraction"] for r in sweep_rows
           if r["criterion"] == config.criterion and r.get("allocation", config.allocation) == config.allocation
-          and r["fraction"] <= config.prune_fraction
-          and not verification.gate_failures(r, config.max_ne_loss, config.max_auc_drop, config.max_xauc_drop)]
-    return config.replace(prune_fraction=max(ok) if ok and max(ok) > 0 else None)
+          and 0 < r["fraction"] <= config.prune_fraction
+          and not verification.gate_failures(r, config.max_ne_loss, config.max_auc_drop, config.max_xauc_drop)}
+    return sorted(ok, reverse=True) + [None]
+
+
+def choose_fraction(config: PublishConfig, sweep_rows: list) -> PublishConfig:
+    """The first of candidate_fractions (no pruning when no swept fraction passes)."""
+    return config.replace(prune_fraction=candidate_fractions(config, sweep_rows)[0])
 
 
 def golden_instances(serialized: List[bytes], n: int) -> List[dict]:
@@ -134,6 +141,7 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
             return report
     report.update(kind="full", kind_reason=why)
     original_config, plans = config, {}
+    candidates = [config]  # prune_auto: one config per candidate fraction, tried in order
 
     if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
         tune = (verification.read_examples(tune_files, config.sweep_max_examples or None) if tune_files
@@ -141,10 +149,10 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
         report["sweep_split"] = "tune split" if tune_files else "eval split"
         report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output, tune)
         if config.prune_auto and config.prunes and config.prune_fraction:
-            config = choose_fraction(config, report["sweep"])
-            report["prune_fraction_chosen"] = config.prune_fraction or 0.0
+            candidates = [config.replace(prune_fraction=f) for f in candidate_fractions(config, report["sweep"])]
 
     def assemble(temp_dir: str) -> None:
+        plans.clear()
         built = build_published_model(trained_model_dir, importance, config, tf_transform_output, temp_dir,
                                       plans=plans)
         report["tables"] = built["tables"]
@@ -155,10 +163,24 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
             temp_dir, serialized, built["history_length"], model_name, config.warmup_records,
             config.warmup_rows_per_request)
 
-    try:
-        result = versioning.publish_version(serving_base, assemble, keep=config.keep_versions, version=version,
-                                            before_rename=before_rename)
-        report.update(decision="published", reason="every gate passed", version=result["version"],
+    # A refused candidate falls back to the next (a smaller fraction, finally int8 only):
+    # the in-memory sweep ran on the tune split, the SavedModel is verified on the eval split.
+    report["prune_fallbacks"] = []
+    for i, config in enumerate(candidates):
+        if original_config.prune_auto and original_config.prunes:
+            report["prune_fraction_chosen"] = config.prune_fraction or 0.0
+        try:
+            result = versioning.publish_version(serving_base, assemble, keep=config.keep_versions,
+                                                version=version, before_rename=before_rename)
+        except PublishRefused as e:
+            if i + 1 < len(candidates):
+                report["prune_fallbacks"].append({"fraction": config.prune_fraction or 0.0, "reason": str(e)})
+                continue
+            report.update(decision="refused", reason=str(e), version=None, path=None)
+            break
+        reason = "every gate passed" + (f" (after {i} refused larger prune fraction(s): prune_fallbacks)"
+                                        if i else "")
+        report.update(decision="published", reason=reason, version=result["version"],
                       path=result["path"], removed_versions=result["removed_versions"],
                       stale_temps_removed=result["stale_temps_removed"], bytes=freshness.tree_bytes(result["path"]))
         report["removed_deltas"] = freshness.prune_deltas(serving_base)
@@ -166,8 +188,7 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
             freshness.record_full(serving_base, original_config, importance, plans, result["version"],
                                   result["path"], transform_fp,
                                   {"version": result["version"], "kind": "full", "bytes": report["bytes"]})
-    except PublishRefused as e:
-        report.update(decision="refused", reason=str(e), version=None, path=None)
+        break
     report["served_versions"] = versioning.list_versions(serving_base)
     report["seconds"] = round(time.time() - started, 1)
     return report

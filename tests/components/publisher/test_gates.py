@@ -1,6 +1,6 @@
 """The verification gates and the automatic choice of the pruned fraction."""
 from components.publisher import verification
-from components.publisher.publish import choose_fraction
+from components.publisher.publish import candidate_fractions, choose_fraction
 from pipeline import configs
 
 
@@ -24,6 +24,7 @@ def test_auto_prunes_the_largest_fraction_that_passes():
                                ("opt_state", 0.75, 0.0001), ("l2_norm", 0.5, 0.0))]
     assert choose_fraction(config, rows).prune_fraction == 0.25  # 0.5 fails, 0.75 > the configured max
     assert choose_fraction(config, rows[:1] + rows[2:3]).prune_fraction is None  # int8 only
+    assert candidate_fractions(config.replace(prune_fraction=0.75), rows) == [0.75, 0.25, None]  # fallbacks
     other = {"allocation": "per_table", "criterion": "opt_state", "fraction": 0.5, "ne_loss": 0.0, "auc_drop": 0.0,
              "xauc_drop": 0.0}  # a passing row of another allocation does not count
     assert choose_fraction(config.replace(allocation="global"), rows + [other]).prune_fraction == 0.25

@@ -105,3 +105,21 @@ def test_exact_then_int8_published_then_refused(trained):
     assert refused["served_versions"] == pub["served_versions"]
     assert not [n for n in os.listdir(trained["base"]) if n.startswith(".publishing-")]
     json.dumps(refused, default=float)  # the report is JSON
+
+
+def test_refused_auto_fraction_falls_back_to_a_smaller_one(trained, monkeypatch):
+    """prune_auto picks its fraction in memory on the tune split; when the SavedModel's
+    verification on the eval split refuses it, the next candidate (finally no pruning)
+    is assembled and verified before the publish is refused."""
+    monkeypatch.setattr(publish_lib, "candidate_fractions", lambda config, rows: [0.99, None])
+    before = publish_lib.versioning.list_versions(trained["base"])
+    pub = _publish(trained, prune_fraction=0.99, criterion="opt_state", quantize=False, prune_auto=True,
+                   sweep_fractions=[0.0], sweep_criteria=["l2_norm"], max_ne_loss=0.0005, max_auc_drop=0.001)
+    assert pub["decision"] == "published", pub["reason"]
+    assert [f["fraction"] for f in pub["prune_fallbacks"]] == [0.99]
+    assert "NE loss" in pub["prune_fallbacks"][0]["reason"] or "AUC" in pub["prune_fallbacks"][0]["reason"]
+    assert pub["prune_fraction_chosen"] == 0.0 and pub["deltas"]["ne_loss"] == 0
+    assert "after 1 refused" in pub["reason"]
+    assert pub["version"] > max(before, default=0)
+    assert all(t["rows_kept"] == t["rows"] for t in pub["tables"].values())
+    assert not [n for n in os.listdir(trained["base"]) if n.startswith(".publishing-")]
