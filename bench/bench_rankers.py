@@ -24,8 +24,9 @@
    `train_epoch_examples_per_sec` whole epochs.
 
 Request GAUC groups a user's impressions within BENCH_REQUEST_WINDOW_S (60) seconds;
-frozen-state GAUC re-scores every impression with the user's history frozen at the
-user's first impression of the split (request_metrics.frozen_state_rows). The
+frozen-state GAUC re-scores every impression with the user state (history and the
+user-side signals, frozen in the raw features: bench/ranker_data.py freeze_user_state)
+of the user's first impression of the split (request_metrics.frozen_state_rows). The
 `running_click_rate` record scores each impression by its history's click rate alone:
 the drift artefact of per-user GAUC, measured without a model.
 
@@ -39,7 +40,8 @@ sqrt(batch / 256)), BENCH_SEEDS (0,1,2), BENCH_MAX_TRAIN_ROWS (all; a subset for
 iteration), BENCH_STEPS_PER_EXECUTION and BENCH_JIT_COMPILE (default: the TrainerConfig's),
 BENCH_REQUEST_WINDOW_S (60), BENCH_WORK
 (scratch dir, default /tmp/bench_rankers; the Transform output there is reused when its
-days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200).
+days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200; 0 = no export
+and no latency, e.g. for a LOG_SIGNALS subset scored with a Transform output of more signals).
 """
 import os
 
@@ -52,146 +54,14 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from bench.ranker_data import add_history_scenes, load_splits, run_example_gen_and_transform  # noqa: E402
 from components.log_example_gen.time_split import parse_days  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LOGS = os.path.join(os.path.dirname(ROOT), "shared", "data", "kuairand-pure")
 DEFAULT_MODELS = "lr,baseline,xdeepfm,din,bst,dcn,din_dual"
-NUM_CANDIDATES = 100
 VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
             "din_scaled": ("din", {"attention_scoring": "scaled_dot"})}
-USER_STATE_KEYS = ("hist_video_id_xf", "hist_author_id_xf", "hist_is_click_xf", "hist_watch_time_s_xf",
-                   "hist_time_gap_s_xf", "hist_len_xf", "hist_mask_xf", "hist_tab_xf")
-
-
-def run_example_gen_and_transform(logs, work, train_days, eval_days):
-    """The pipeline's LogExampleGen + ImportSchemaGen + Transform; returns their output dirs."""
-    from tfx import v1 as tfx
-
-    import dataclasses
-
-    from pipeline import configs
-    from pipeline.artifacts import PipelineStore
-    from pipeline.runners import build_local
-
-    stamp = os.path.join(work, "bench_days.json")
-    key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
-           "splits": "train,validation,eval"}
-
-    def latest():
-        store = PipelineStore.for_output_dir(work)
-        return store.latest_uri("LogExampleGen", "examples"), store.latest_uri("Transform", "transform_graph")
-
-    if os.path.exists(stamp) and json.load(open(stamp)) == key:
-        try:
-            examples, transform_graph = latest()
-            if examples and transform_graph:
-                return examples, transform_graph
-        except FileNotFoundError:
-            pass
-    example_gen_config = dataclasses.replace(configs.LOG_EXAMPLE_GEN, train_days=train_days, eval_days=eval_days)
-    full = build_local(logs, work, example_gen_config=example_gen_config)
-    keep = [c for c in full.components if c.id in ("LogExampleGen", "ImportSchemaGen", "Transform")]
-    for node in keep:  # detach the dropped downstream components (StatisticsGen, Trainer, ...)
-        for down in list(node.downstream_nodes):
-            if down not in keep:
-                node.remove_downstream_node(down)
-    partial = tfx.dsl.Pipeline(pipeline_name=full.pipeline_info.pipeline_name,
-                               pipeline_root=full.pipeline_info.pipeline_root, components=keep,
-                               enable_cache=False, metadata_connection_config=full.metadata_connection_config,
-                               beam_pipeline_args=full.beam_pipeline_args)
-    tfx.orchestration.LocalDagRunner().run(partial)
-    os.makedirs(work, exist_ok=True)
-    json.dump(key, open(stamp, "w"))
-    return latest()
-
-
-def load_split(examples_dir, split, tft_output, history_length, batch=4096):
-    """Raw examples of a split -> (transformed inputs, labels, dates, raw user ids, serialized)."""
-    import tensorflow as tf
-
-    from models import features as F
-
-    files = sorted(glob.glob(os.path.join(examples_dir, f"Split-{split}", "*")))
-    needed = F.SERVING_RAW_FEATURES + F.LABELS + ["date", "user_id", "time_ms"]
-    spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in needed}
-    layer = tft_output.transform_features_layer()
-
-    @tf.function
-    def transform(serialized):
-        raw = tf.io.parse_example(serialized, spec)
-        out = layer({k: raw[k] for k in F.SERVING_RAW_FEATURES + F.LABELS})
-        return out, raw["date"], raw["user_id"], raw["time_ms"], raw["hist_video_id"]
-
-    parts, dates, users, times, hist_videos, serialized = [], [], [], [], [], []
-    for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch):
-        out, date, user, time_ms, hist_video = transform(records)
-        parts.append({k: v.numpy() for k, v in out.items()})
-        dates.append(date.numpy())
-        users.append(user.numpy())
-        times.append(time_ms.numpy())
-        hist_videos.append(hist_video.numpy())
-        if len(serialized) < NUM_CANDIDATES:
-            serialized += list(records.numpy()[:NUM_CANDIDATES - len(serialized)])
-    data = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    labels = {"click_prob": data.pop(F.LABEL_CLICK).astype(np.float32),
-              "watch_time_s": data.pop(F.LABEL_WATCH).astype(np.float32)}
-    meta = {"date": np.concatenate(dates), "user": np.concatenate(users), "time_ms": np.concatenate(times),
-            "hist_video_id": np.concatenate(hist_videos)}
-    return data, labels, meta, serialized
-
-
-def load_splits(examples_dir, tft_output, history_length):
-    """The pipeline's train / validation / eval splits (LogExampleGen: validation = the
-    last train day(s)) -> ({split: (x, y, meta)}, eval serialized rows, info)."""
-    splits, serialized = {}, None
-    for split in ("train", "validation", "eval"):
-        x, y, meta, rows = load_split(examples_dir, split, tft_output, history_length)
-        splits[split] = (x, y, meta)
-        serialized = rows
-    info = {"train_days": sorted({int(d) for d in splits["train"][2]["date"]}),
-            "validation_days": sorted({int(d) for d in splits["validation"][2]["date"]}),
-            **{f"{k}_examples": int(v[1]["click_prob"].size) for k, v in splits.items()}}
-    return splits, serialized, info
-
-
-def add_history_scenes(logs, splits, tft_output, history_length):
-    """Bench-only prototype of hist_tab: the scene (tab) of each history item, rebuilt from
-    the raw logs with LogExampleGen's rule (the user's strictly earlier events, most recent
-    first, ties by file order) as Transform's tab index (0 = padding). Checked against the
-    examples' hist_video_id; returns the fraction of history items that match."""
-    import pandas as pd
-
-    from pipeline import configs
-
-    files = sorted(glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)))
-    df = pd.concat([pd.read_csv(f, usecols=["user_id", "video_id", "time_ms", "tab"]) for f in files],
-                   ignore_index=True)
-    df = df.iloc[np.lexsort((np.arange(len(df)), df["time_ms"].values, df["user_id"].values))]
-    u, t = df["user_id"].values, df["time_ms"].values
-    n = len(df)
-    new_user = np.r_[True, u[1:] != u[:-1]]
-    user_start = np.maximum.accumulate(np.where(new_user, np.arange(n), 0))
-    group_start = np.maximum.accumulate(np.where(new_user | np.r_[True, t[1:] != t[:-1]], np.arange(n), 0))
-    vocab = {int(v): i + 1 for i, v in enumerate(tft_output.vocabulary_by_name("tab_vocab"))}
-    oov = len(vocab) + 1
-    tab_xf = np.array([vocab.get(int(v), oov) for v in df["tab"].values], np.int64)
-    video = df["video_id"].values
-    key = pd.Series(group_start, index=pd.MultiIndex.from_arrays([u, t]))
-    key = key[~key.index.duplicated()]
-    matched = total = 0
-    for x, _, meta in splits.values():
-        start = key.reindex(pd.MultiIndex.from_arrays([meta["user"], meta["time_ms"]])).values
-        found = ~np.isnan(start)
-        start = np.where(found, start, 0).astype(np.int64)
-        idx = start[:, None] - 1 - np.arange(history_length)[None, :]
-        mask = x["hist_mask_xf"] > 0
-        ok = found[:, None] & (idx >= user_start[start][:, None]) & mask
-        safe = np.clip(idx, 0, n - 1)
-        x["hist_tab_xf"] = np.where(ok, tab_xf[safe], 0).astype(np.int64)
-        matched += int(np.sum(ok & (video[safe] == meta["hist_video_id"])))
-        total += int(mask.sum())
-    return matched / max(total, 1)
 
 
 def click_rate_drift(splits, window_s):
@@ -277,8 +147,7 @@ def ranking_metrics(model, x, y, meta, window_s):
     inputs = {k: x[k] for k in model.input_names}
     pred = model.predict(inputs, batch_size=4096, verbose=0)
     p = np.clip(pred["click_prob"].reshape(-1).astype(np.float64), 1e-7, 1 - 1e-7)
-    rows = R.frozen_state_rows(meta["user"], meta["time_ms"])
-    frozen_x = {k: (v[rows] if k in USER_STATE_KEYS else v) for k, v in inputs.items()}
+    frozen_x = {k: meta["x_frozen"][k] for k in model.input_names}  # bench/ranker_data.freeze_user_state
     p_frozen = model.predict(frozen_x, batch_size=4096, verbose=0)["click_prob"].reshape(-1)
     yy = y["click_prob"].reshape(-1)
     g = metrics.gauc(meta["user"], yy, p)
@@ -401,7 +270,7 @@ def main() -> int:
                           "ranker_params": config.ranker_params, "steps_per_execution": config.steps_per_execution,
                           "jit_compile": config.jit_compile, "loadavg_before": loadavg_before,
                           "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
-                if seed == seeds[0] and "hist_tab_xf" not in model.input_names:
+                if calls and seed == seeds[0] and "hist_tab_xf" not in model.input_names:
                     export_dir = os.path.join(work, "export", name)
                     tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
                     export_serving_model(model, tft_output, history_length, export_dir)

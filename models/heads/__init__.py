@@ -29,7 +29,7 @@ from models.heads.config import WATCH_HEADS, default_heads, heads_from_config, l
 from models.heads.cqe import CqeWatchHead
 from models.heads.cread import CreadWatchHead
 from models.heads.d2q import D2qPercentileHead
-from models.heads.model import compile_ranker, configure_training
+from models.heads.model import compile_ranker
 from models.heads.outputs import (CDE_OUTPUT, CLICK_OUTPUT, CREAD_LOGITS_OUTPUT, CSE_OUTPUT,
                                   D2Q_PERCENTILE_OUTPUT, DQC_OUTPUT, OUTPUT_LABELS, QUANTILES_OUTPUT,
                                   RANKING_OUTPUT, TRAINING_ONLY_OUTPUTS, WATCH_OUTPUT, WLR_LOGIT_OUTPUT,
@@ -44,7 +44,7 @@ __all__ = [
     "OUTPUT_LABELS", "QUANTILES_OUTPUT", "RANKING_FORMULAS", "RANKING_OUTPUT", "TRAINING_ONLY_OUTPUTS",
     "WATCH_HEADS", "WATCH_OUTPUT", "WLR_LOGIT_OUTPUT", "ClickHead", "CqeWatchHead", "CreadWatchHead",
     "D2qPercentileHead", "Head", "RankingFormula", "RankingScore", "RankingScoreHead",
-    "WatchTimeRegressionHead", "WlrWatchHead", "check_heads", "compile_ranker", "configure_training",
+    "WatchTimeRegressionHead", "WlrWatchHead", "check_heads", "compile_ranker",
     "default_heads", "heads_from_config", "log1p_mse", "loss_weights_from_config", "ranking_formula",
     "ranking_score", "training_labels",
 ]

@@ -5,20 +5,26 @@ from models.heads.base import check_heads
 
 
 def compile_ranker(inputs, representation, heads=None, linear_logit=None, learning_rate=1e-3,
-                   loss_weights=None, name="ranker") -> keras.Model:
+                   loss_weights=None, name="ranker", steps_per_execution: int = 1,
+                   jit_compile: bool = False) -> keras.Model:
     """keras.Model(inputs -> {output: tensor}) with every head's loss and metrics, compiled.
 
     `heads`: a list of `Head` (default: click + regression, `default_heads()`), built in
     order, so a head with `needs_outputs` (the ranking score) comes after the heads it
     reads. `linear_logit` (optional, [B, 1]) is added to the click logit only.
     `loss_weights`: {output: weight}; outputs without a loss are ignored, missing ones
-    weigh 1.
+    weigh 1. Keras' execution knobs (TrainerConfig): `steps_per_execution` batches per
+    tf.function call and XLA (`jit_compile`) for the train / test / predict functions
+    only; exported signatures trace the model's `call` without XLA
+    (models/training/export.py), so SavedModels keep standard ops.
     """
     if heads is None:
         from models.heads.config import default_heads
 
         heads = default_heads()
     heads = check_heads(heads)
+    if int(steps_per_execution) < 1:
+        raise ValueError(f"compile_ranker: steps_per_execution must be >= 1, got {steps_per_execution!r}")
     outputs, losses, metrics = {}, {}, {}
     for head in heads:
         new = head.build(representation, linear_logit=linear_logit, outputs=dict(outputs))
@@ -30,20 +36,7 @@ def compile_ranker(inputs, representation, heads=None, linear_logit=None, learni
         metrics.update(head.metrics())
     loss_weights = {k: float(v) for k, v in (loss_weights or {}).items() if k in losses}
     model = keras.Model(inputs=inputs, outputs=outputs, name=name)
-    model._ranker_compile_args = dict(loss=losses, loss_weights={k: loss_weights.get(k, 1.0) for k in losses},
-                                      metrics=metrics)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate), **model._ranker_compile_args)
-    return model
-
-
-def configure_training(model, steps_per_execution: int = 1, jit_compile: bool = False) -> keras.Model:
-    """Re-compiles a `compile_ranker` model (same optimizer, losses, weights, metrics) with
-    Keras' execution knobs: `steps_per_execution` batches per tf.function call and
-    XLA (`jit_compile`) for the train / test / predict functions only. Exported
-    signatures trace the model's `call` without XLA (models/training/export.py), so
-    SavedModels keep standard ops. Returns `model`."""
-    if int(steps_per_execution) == 1 and not jit_compile:
-        return model
-    model.compile(optimizer=model.optimizer, steps_per_execution=int(steps_per_execution),
-                  jit_compile=bool(jit_compile), **model._ranker_compile_args)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=losses,
+                  loss_weights={k: loss_weights.get(k, 1.0) for k in losses}, metrics=metrics,
+                  steps_per_execution=int(steps_per_execution), jit_compile=bool(jit_compile))
     return model

@@ -16,7 +16,8 @@ from models.heads import compile_ranker
 
 def build_baseline(vocab_sizes: dict, history_length: int, embedding_dim: int = 16,
                    hidden_units=(128, 64), oov_buckets: int = 1, learning_rate: float = 1e-3,
-                   loss_weights=None, heads=None, embedding_init_std: float = 0.01) -> keras.Model:
+                   loss_weights=None, heads=None, embedding_init_std: float = 0.01,
+                   **compile_options) -> keras.Model:
     """Builds and compiles the baseline. `vocab_sizes` maps raw feature -> vocabulary size."""
     inputs = model_inputs(history_length)
     feats = FeatureLayer(vocab_sizes, embedding_dim=embedding_dim, oov_buckets=oov_buckets,
@@ -25,4 +26,4 @@ def build_baseline(vocab_sizes: dict, history_length: int, embedding_dim: int = 
         [feats["fields_flat"], feats["numerics"], feats["history_pooled"]])
     z = mlp(z, hidden_units, "relu", name="mlp")
     return compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
-                          name="baseline")
+                          name="baseline", **compile_options)

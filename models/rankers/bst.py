@@ -25,7 +25,7 @@ def build_bst(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
               num_heads: int = 2, ffn_units=None, dropout_rate: float = 0.1,
               relative_positions: bool = False, max_relative_position: int = 8,
               time_gap_buckets: int = 16, mlp_hidden_units=(128, 64),
-              embedding_init_std: float = 0.01) -> keras.Model:
+              embedding_init_std: float = 0.01, **compile_options) -> keras.Model:
     if int(num_blocks) < 1:
         raise ValueError(f"BST: num_blocks must be >= 1, got {num_blocks}")
     inputs = model_inputs(history_length)
@@ -53,5 +53,5 @@ def build_bst(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
         [feats["fields_flat"], feats["numerics"], seq[:, 0], hist_out])
     z = mlp(z, mlp_hidden_units, lambda name: keras.layers.LeakyReLU(alpha=0.2, name=name), name="mlp")
     return compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
-                          name="bst")
+                          name="bst", **compile_options)
 

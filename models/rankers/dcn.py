@@ -24,7 +24,7 @@ STRUCTURES = ("parallel", "stacked")
 def build_dcn(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, oov_buckets: int = 1,
               learning_rate: float = 1e-3, loss_weights=None, heads=None, num_cross_layers: int = 3,
               projection_dim=None, structure: str = "parallel", deep_hidden_units=(256, 128),
-              embedding_init_std: float = 0.01) -> keras.Model:
+              embedding_init_std: float = 0.01, **compile_options) -> keras.Model:
     num_cross_layers = positive_int("DCN", "num_cross_layers", num_cross_layers)
     projection_dim = positive_int("DCN", "projection_dim", projection_dim, allow_none=True)
     if structure not in STRUCTURES:
@@ -43,4 +43,4 @@ def build_dcn(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
     else:
         z = mlp(x, deep_hidden_units, "relu", name="deep")
     return compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
-                          name="dcn")
+                          name="dcn", **compile_options)

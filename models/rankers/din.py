@@ -56,7 +56,7 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
               attention_softmax: bool = False, attention_scoring: str = "mlp",
               mlp_hidden_units=(200, 80), mlp_activation: str = "dice", dice_momentum: float = 0.99,
               dual_attention: bool = False, dual_attention_hidden_units=(32,),
-              embedding_init_std: float = 0.01) -> keras.Model:
+              embedding_init_std: float = 0.01, **compile_options) -> keras.Model:
     if mlp_activation not in ("dice", "prelu", "relu"):
         raise ValueError(f"DIN: mlp_activation must be dice, prelu or relu, got {mlp_activation!r}")
     inputs = model_inputs(history_length)
@@ -83,7 +83,7 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
                   "prelu": keras.layers.PReLU}.get(mlp_activation, mlp_activation)
     z = mlp(z, mlp_hidden_units, activation, name="mlp")
     model = compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
-                           name="din")
+                           name="din", **compile_options)
     # serving_rank may feed the user side with 1 row (models/training/export.py): every layer
     # that meets both sides broadcasts rows (not DualAttention yet)
     model.user_side_rows_broadcast = not dual_attention

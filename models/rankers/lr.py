@@ -14,7 +14,7 @@ from models.layers.feature_layer import FeatureLayer, model_inputs
 
 def build_logistic_regression(vocab_sizes: dict, history_length: int, oov_buckets: int = 1,
                               learning_rate: float = 1e-3, loss_weights=None, heads=None,
-                              linear_init_std: float = 1e-4, embedding_dim=None) -> keras.Model:
+                              linear_init_std: float = 1e-4, embedding_dim=None, **compile_options) -> keras.Model:
     """One-hot logistic regression (dim-1 tables summed + bias). `embedding_dim` is ignored."""
     inputs = model_inputs(history_length)
     feats = FeatureLayer(vocab_sizes, oov_buckets=oov_buckets, linear=True, embeddings=False,
@@ -22,4 +22,4 @@ def build_logistic_regression(vocab_sizes: dict, history_length: int, oov_bucket
     z = keras.layers.Concatenate(name="lr_input")([feats["linear_terms"], feats["numerics"]])
     # click logit = c·z + Σ_f w_f + v·numerics + b: still linear in the one-hot inputs
     return compile_ranker(inputs, z, heads, linear_logit=feats["linear_logit"], learning_rate=learning_rate,
-                          loss_weights=loss_weights, name="lr")
+                          loss_weights=loss_weights, name="lr", **compile_options)

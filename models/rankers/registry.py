@@ -10,7 +10,9 @@ from models.rankers.lr import build_logistic_regression
 from models.rankers.xdeepfm import build_xdeepfm
 
 # model_type -> builder(vocab_sizes, history_length, *, embedding_dim, oov_buckets,
-#                        learning_rate, loss_weights, heads, **ranker_params)
+#                        learning_rate, loss_weights, heads, **ranker_params,
+#                        **compile_options); compile_options (steps_per_execution,
+#                        jit_compile) go to models.heads.compile_ranker
 RANKERS = {
     "lr": build_logistic_regression,
     "baseline": build_baseline,
@@ -38,9 +40,9 @@ def build_ranker(config, vocab_sizes: dict, heads=None, ead_thresholds=None) -> 
                   learning_rate=config.learning_rate,
                   loss_weights=heads_lib.loss_weights_from_config(config), heads=heads)
     kwargs.update(params)  # a ranker may override e.g. its learning rate
+    # Keras execution knobs, compiled once in models.heads.compile_ranker
+    kwargs.update(steps_per_execution=int(config.steps_per_execution), jit_compile=bool(config.jit_compile))
     try:
-        model = RANKERS[config.model_type](vocab_sizes, config.history_length, **kwargs)
+        return RANKERS[config.model_type](vocab_sizes, config.history_length, **kwargs)
     except TypeError as e:
         raise ValueError(f"bad ranker_params {sorted(params)} for model_type {config.model_type!r}: {e}") from e
-    return heads_lib.configure_training(model, steps_per_execution=config.steps_per_execution,
-                                        jit_compile=config.jit_compile)

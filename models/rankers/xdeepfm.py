@@ -23,7 +23,7 @@ def build_xdeepfm(vocab_sizes: dict, history_length: int, embedding_dim: int = 1
                   learning_rate: float = 1e-3, loss_weights=None, heads=None,
                   cin_layer_sizes=(64, 64), cin_split_half: bool = True,
                   dnn_hidden_units=(128, 64), embedding_init_std: float = 0.01,
-                  linear_init_std: float = 1e-4) -> keras.Model:
+                  linear_init_std: float = 1e-4, **compile_options) -> keras.Model:
     inputs = model_inputs(history_length)
     layer = FeatureLayer(vocab_sizes, embedding_dim=embedding_dim, oov_buckets=oov_buckets,
                          embedding_init_std=embedding_init_std, linear=True,
@@ -42,4 +42,5 @@ def build_xdeepfm(vocab_sizes: dict, history_length: int, embedding_dim: int = 1
     x_dnn = mlp(dnn_in, dnn_hidden_units, "relu", name="dnn")
     z = keras.layers.Concatenate(name="xdeepfm_z")([x_dnn, p_plus])
     return compile_ranker(inputs, z, heads, linear_logit=feats["linear_logit"],
-                          learning_rate=learning_rate, loss_weights=loss_weights, name="xdeepfm")
+                          learning_rate=learning_rate, loss_weights=loss_weights, name="xdeepfm",
+                          **compile_options)

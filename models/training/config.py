@@ -31,7 +31,7 @@ class TrainerConfig:
         settings (`models.heads.heads_from_config`); ranking_score: formula name.
     loss_weight_*: weight of each head's loss in the multi-task sum.
     strategy: tf.distribute strategy name (`models.training.strategies`).
-    steps_per_execution, jit_compile: Keras compile knobs (`models.heads.configure_training`);
+    steps_per_execution, jit_compile: Keras compile knobs (`models.heads.compile_ranker`);
     input_in_memory: `models.training.input.input_fn(in_memory=True)`. They default to the
     behaviour before #15 so older custom_configs still load.
     """
