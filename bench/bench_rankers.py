@@ -31,8 +31,9 @@ of the user's first impression of the split (request_metrics.frozen_state_rows).
 the drift artefact of per-user GAUC, measured without a model.
 
 Variants: "din_dual" (DIN with dual_attention=True; the history scenes are rebuilt from
-the raw logs here, since LogExampleGen does not write hist_tab yet; no serving latency:
-the exported signature has no such input) and "din_scaled" (scaled target attention).
+the raw logs here (add_history_scenes, checked against the examples); no serving
+latency: the exported signature has no such input), "din_scaled" (scaled target attention),
+"din_user_dropout" / "din_user_l2" (DIN's user-side regularisation, models/rankers/din.py).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
 BENCH_EPOCHS (3), BENCH_BATCH_SIZES (256,1024; the learning rate scales by
@@ -61,7 +62,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LOGS = os.path.join(os.path.dirname(ROOT), "shared", "data", "kuairand-pure")
 DEFAULT_MODELS = "lr,baseline,xdeepfm,din,bst,dcn,din_dual"
 VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
-            "din_scaled": ("din", {"attention_scoring": "scaled_dot"})}
+            "din_scaled": ("din", {"attention_scoring": "scaled_dot"}),
+            "din_user_dropout": ("din", {"user_field_dropout": 0.3}),
+            "din_user_l2": ("din", {"user_embedding_l2": 0.01})}
 
 
 def click_rate_drift(splits, window_s):

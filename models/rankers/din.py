@@ -23,6 +23,15 @@ dual_attention=True adds the two-stage cross-scene attention
     [V, V_intent] = DualAttention(t, h, hist_tab, tab, [e_user, e_tab, e_hour, numerics])
     z     = MLP_Dice([e_1..e_F, numerics, v_U, V, V_intent, pool])
 
+User-side regularisation (#15, off by default): the user's identity and profile fields
+U = {user_id, user_active_degree, onehot_feat0..17} are what lets a ranker learn *who*
+clicks rather than *which video* a user prefers, so two options act on them only:
+
+    user_field_dropout = p:  e_f <- e_f · b_f / (1 - p),  b_f ~ Bernoulli(1 - p) per row
+                             and field f in U (a whole field embedding dropped, training only)
+    user_embedding_l2 = λ:   loss += λ · mean_b ||E_user[u_b]||²  (the DIN paper's
+                             mini-batch aware L2: only the rows the batch gathers)
+
 It needs the scene (tab) of every history item as the extra input
 `HISTORY_SCENE_INPUT` ([L] int64, the transformed `tab` index, 0 at padding), which
 LogExampleGen does not write yet (features.py has no hist_tab): until it does, only
@@ -42,6 +51,8 @@ from models.layers.target_attention import TargetAttention
 
 HISTORY_SCENE_INPUT = "hist_tab_xf"
 PROFILE_FIELDS = ("user_id", "tab", "hour")  # stage-1 query of the dual attention: U and C
+# the user's identity and profile (not the request context tab / hour)
+USER_FIELDS = tuple(["user_id", "user_active_degree"] + [f"onehot_feat{i}" for i in range(18)])
 
 
 def field_embedding(feats, layer: FeatureLayer, key: str):
@@ -56,9 +67,14 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
               attention_softmax: bool = False, attention_scoring: str = "mlp",
               mlp_hidden_units=(200, 80), mlp_activation: str = "dice", dice_momentum: float = 0.99,
               dual_attention: bool = False, dual_attention_hidden_units=(32,),
-              embedding_init_std: float = 0.01, **compile_options) -> keras.Model:
+              embedding_init_std: float = 0.01, user_field_dropout: float = 0.0,
+              user_embedding_l2: float = 0.0, **compile_options) -> keras.Model:
     if mlp_activation not in ("dice", "prelu", "relu"):
         raise ValueError(f"DIN: mlp_activation must be dice, prelu or relu, got {mlp_activation!r}")
+    if not 0.0 <= float(user_field_dropout) < 1.0:
+        raise ValueError(f"DIN: user_field_dropout must be in [0, 1), got {user_field_dropout!r}")
+    if float(user_embedding_l2) < 0.0:
+        raise ValueError(f"DIN: user_embedding_l2 must be >= 0, got {user_embedding_l2!r}")
     inputs = model_inputs(history_length)
     layer = FeatureLayer(vocab_sizes, embedding_dim=embedding_dim, oov_buckets=oov_buckets,
                          embedding_init_std=embedding_init_std, name="features")
@@ -67,7 +83,19 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
                                use_softmax=attention_softmax, dice_momentum=dice_momentum,
                                scoring=attention_scoring, name="target_attention")(
         feats["target_item"], feats["history"], mask=feats["history_mask"])
-    parts = [feats["fields_flat"], feats["numerics"], interest]
+    fields = feats["fields_flat"]
+    if user_field_dropout or user_embedding_l2:
+        def user_field(key):
+            e = field_embedding(feats, layer, key)
+            if key == "user_id" and user_embedding_l2:  # L2 · Σ e² / batch: the gathered rows only
+                e = keras.layers.ActivityRegularization(l2=float(user_embedding_l2), name="user_embedding_l2")(e)
+            if user_field_dropout:
+                e = keras.layers.Dropout(float(user_field_dropout), noise_shape=(None, 1), name=f"dropout_{key}")(e)
+            return e
+
+        fields = keras.layers.Concatenate(name="fields_user_side")(  # same layout as fields_flat
+            [user_field(k) if k in USER_FIELDS else field_embedding(feats, layer, k) for k in CATEGORICAL])
+    parts = [fields, feats["numerics"], interest]
     if dual_attention:
         inputs[HISTORY_SCENE_INPUT] = keras.Input(shape=(history_length,), name=HISTORY_SCENE_INPUT,
                                                   dtype=tf.int64)

@@ -262,3 +262,40 @@ def test_feature_layer_shares_tables_and_initialises_small():
     assert 0.7e-4 < np.std(big.linear_tables["video_id"].numpy()) < 1.3e-4
     assert np.std(big.linear_numeric.numpy()) < 1e-3
     del inputs
+
+
+def test_din_user_side_regularisation():
+    """user_field_dropout drops whole user-field embeddings per row (scaled 1/(1-p)) in
+    training only; user_embedding_l2 adds λ·mean_b ||E_user[u_b]||² (gathered rows only)."""
+    from models.rankers.din import USER_FIELDS
+
+    sizes = small_vocab_sizes()
+    base = {"attention_hidden_units": [8], "mlp_hidden_units": [8]}
+    plain = _train("din", base, sizes, steps=0)
+    reg = _train("din", dict(base, user_field_dropout=0.5, user_embedding_l2=0.1), sizes, steps=0)
+    reg.set_weights(plain.get_weights())  # Dropout / the L2 term add no variables
+    x, _ = random_transformed(256, L, sizes, seed=7)
+    np.testing.assert_allclose(reg(x, training=False)["click_prob"].numpy(),
+                               plain(x, training=False)["click_prob"].numpy(), rtol=1e-6, atol=1e-7)
+    feats = reg.get_layer("features")
+    table = feats.tables["user_id"].numpy()
+    want = 0.1 * np.mean(np.sum(table[x["user_id_xf"].reshape(-1)] ** 2, axis=-1))
+    reg(x, training=True)
+    np.testing.assert_allclose(float(sum(reg.losses)), want, rtol=1e-5)
+
+    probe = keras.Model(reg.inputs, [reg.get_layer("fields_user_side").output,
+                                     feats.output["fields_flat"]])
+    dropped, full = (t.numpy() for t in probe(x, training=True))
+    start = {}
+    for k in F.ID_FEATURES + F.STRING_FEATURES:  # fields_flat layout (CATEGORICAL order)
+        start[k] = sum(feats.dims[j] for j in start)
+    for k in ("user_id", "onehot_feat3", "video_id"):
+        a, b = (t[:, start[k]:start[k] + feats.dims[k]] for t in (dropped, full))
+        zero = np.all(a == 0, axis=-1)
+        if k in USER_FIELDS:
+            np.testing.assert_allclose(a[~zero], 2.0 * b[~zero], rtol=1e-6)
+            assert 0.3 < zero.mean() < 0.7, k  # about half of the rows lose the field
+        else:
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="user_field_dropout"):
+        _train("din", dict(base, user_field_dropout=1.0), sizes, steps=0)
