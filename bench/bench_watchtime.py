@@ -46,7 +46,9 @@ BENCH_SIM_USERS/VIDEOS/DAYS (400/300/6), BENCH_SIM_EPOCHS (5: the simulated data
 are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL (0:
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
 BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE),
-BENCH_TRAIN_ROWS (0 = all: a random subset of the real train split, for bounded runs).
+BENCH_TRAIN_ROWS (0 = all: a random subset of the real train split, for bounded runs),
+LOG_SIGNALS (models/features.py: the leakage-free signals as model inputs, recorded as
+``log_signals``; use a BENCH_WORK per setting, the cached Transform does not key on it).
 """
 import os
 
@@ -307,7 +309,8 @@ def main() -> int:
     result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
               "load_average_start": [round(x, 2) for x in os.getloadavg()],
               "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
-              "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS)}
+              "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS),
+              "log_signals": list(configs.LOG_SIGNALS)}
 
     def write():
         result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]

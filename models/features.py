@@ -16,8 +16,9 @@ Kinds
   real entries, so the mask is `position < hist_len`.
 - LABEL: `is_click` (int64 0/1) and `watch_time_s` (float seconds).
 - META: kept for slicing and analysis, never a model input.
-- SIGNAL (float scalar, #15): leakage-free running statistics of the impression's
-  user, video, author, music, tag and tab (components/log_example_gen/signals.py).
+- SIGNAL (float scalar, #15, #13): leakage-free running statistics (click rates and
+  watch times) of the impression's user, video, author, music, tag and tab
+  (components/log_example_gen/signals.py).
   Always written; model inputs (numerics, transformed by `SIGNAL_TRANSFORMS` then
   z-scored) only when enabled, like `hist_tab` (the scene of every history item):
   ``LOG_SIGNALS`` in the environment, "" (default: none), "all" or a comma list of
@@ -64,11 +65,14 @@ SIGNAL_TRANSFORMS = {
     "sig_user_tab_ctr": "logit", "sig_user_lift": "none", "sig_author_ctr": "logit",
     "sig_music_ctr": "logit", "sig_tag_tab_ctr": "logit", "sig_tab_duration_ctr": "logit",
     "sig_last50_click": "logit", "sig_last50_watch": "none",
+    # watch time (#13): means of log1p(watch_s) (already log scale) and of the capped watch ratio
+    "sig_video_watch": "none", "sig_video_watch_ratio": "none", "sig_author_watch": "none",
+    "sig_tab_duration_watch": "none", "sig_last50_watch_ratio": "none",
 }
 SIGNAL_FEATURES = list(SIGNAL_TRANSFORMS)
 # the signals that depend on the user and the request context only (serving: user side)
 USER_SIGNAL_FEATURES = ["sig_tab_ctr", "sig_user_coec", "sig_user_tab_ctr", "sig_user_lift",
-                        "sig_last50_click", "sig_last50_watch"]
+                        "sig_last50_click", "sig_last50_watch", "sig_last50_watch_ratio"]
 HISTORY_TAB_FEATURE = "hist_tab"
 SIGNALS_ENV = "LOG_SIGNALS"
 

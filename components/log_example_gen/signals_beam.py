@@ -2,9 +2,9 @@
 
 ::
 
-  good rows (user_id, GoodRow) ─in window─► SignalRow ─key tab─► GroupByKey ─► tab_pass ─► Known (e_tab)
+  good rows (user_id, GoodRow) ─in window─► SignalRow ─key tab─► GroupByKey ─► tab_pass ─► Known (e_tab, w_tab, r_tab)
         Known ─key video / author / music / (tag, tab) / (tab, duration bucket)─► GroupByKey ─► entity_pass
-        sig_tab_ctr + the entity signals ─► (user_id, (row key, name, value))
+        sig_tab_ctr + the entity signals (signals.ENTITY_SIGNALS) ─► (user_id, (row key, name, value))
 
 The output is keyed by user so beam_pipeline.py joins it to the user's rows
 (CoGroupByKey) and user_examples.py adds the user statistics (signals.user_pass)
@@ -22,11 +22,12 @@ from models import features as F
 def signal_row(g, videos: Dict[int, dict]) -> signals.SignalRow:
     """GoodRow (user_examples.GoodRow) + the video table -> SignalRow."""
     r, video = g.row, videos[g.row.video_id]
+    duration_s = parsing.duration_s(r, video)
     return signals.SignalRow(
         key=(g.source, g.offset), user_id=r.user_id, time_ms=r.time_ms, is_click=r.is_click,
         tab=r.tab, video_id=r.video_id, author_id=video["author_id"], music_id=video["music_id"],
-        tag_id=video["tag_id"], duration_bucket=F.duration_bucket(parsing.duration_s(r, video)),
-        duplicate_key=g.duplicate_key())
+        tag_id=video["tag_id"], duration_bucket=F.duration_bucket(duration_s),
+        duplicate_key=g.duplicate_key(), watch_s=r.play_time_ms / 1000.0, duration_s=duration_s)
 
 
 def _tab_pass(element, delay_ms: int, prior_ctr: float, duplicate_rule: str) -> List[signals.Known]:
@@ -34,12 +35,12 @@ def _tab_pass(element, delay_ms: int, prior_ctr: float, duplicate_rule: str) -> 
     return signals.tab_pass(list(rows), delay_ms, prior_ctr, duplicate_rule)
 
 
-def _entity_pass(element, name: str, delay_ms: int) -> Iterable[Tuple[int, Tuple]]:
+def _entity_pass(element, stats: Dict[str, str], delay_ms: int) -> Iterable[Tuple[int, Tuple]]:
     _, recs = element
     recs = list(recs)
-    values = signals.entity_pass(recs, delay_ms, coec=name == "sig_video_coec")
-    for rec, value in zip(recs, values):
-        yield rec.row.user_id, (rec.row.key, name, value)
+    for rec, values in zip(recs, signals.entity_pass(recs, delay_ms, stats)):
+        for name, value in values.items():
+            yield rec.row.user_id, (rec.row.key, name, value)
 
 
 class RowSignals(beam.PTransform):
@@ -62,9 +63,9 @@ class RowSignals(beam.PTransform):
                  | "GroupByTab" >> beam.GroupByKey()
                  | "TabPass" >> beam.FlatMap(_tab_pass, delay, self._prior_ctr, self._duplicate_rule))
         outputs = [known | "TabCtr" >> beam.Map(lambda k: (k.row.user_id, (k.row.key, "sig_tab_ctr", k.e_tab)))]
-        for name, key_fn in signals.ENTITY_KEYS.items():
+        for name, (key_fn, stats) in signals.ENTITY_SIGNALS.items():
             outputs.append(known
                            | f"KeyBy_{name}" >> beam.Map(lambda k, key_fn=key_fn: (key_fn(k.row), k))
                            | f"GroupBy_{name}" >> beam.GroupByKey()
-                           | f"Pass_{name}" >> beam.FlatMap(_entity_pass, name, delay))
+                           | f"Pass_{name}" >> beam.FlatMap(_entity_pass, stats, delay))
         return outputs | "AllRowSignals" >> beam.Flatten()

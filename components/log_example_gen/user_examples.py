@@ -80,8 +80,8 @@ def build_user_examples(rows: Iterable[GoodRow], user: dict, videos: Dict[int, d
         is_click=r.is_click, watch_time_s=r.play_time_ms / 1000.0, tab=r.tab) for r in kept]
     histories = history_lib.build_histories(events, history_length, min_watch_s)
     user_stats = signals_lib.user_pass([signals_lib.UserEvent(
-        r.time_ms, r.is_click, r.play_time_ms / 1000.0, r.tab, s["sig_tab_ctr"]) for r, s in zip(kept, per_row)],
-        label_delay_ms)
+        r.time_ms, r.is_click, r.play_time_ms / 1000.0, r.tab, s["sig_tab_ctr"],
+        parsing.duration_s(r, videos[r.video_id])) for r, s in zip(kept, per_row)], label_delay_ms)
     for row, hist, entity, stats in zip(kept, histories, per_row, user_stats):
         split = span.split_of(row.time_ms, row.user_id) if span is not None else split_of_date.get(row.date)
         if split is None:

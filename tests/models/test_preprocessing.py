@@ -32,8 +32,8 @@ def _row(user, video, hist_videos, watch, **over):
     return row
 
 
-SIGNALS_ON = ["sig_propensity", "sig_user_coec"]  # enabled here as LOG_SIGNALS would
-PROPS, COECS = [0.1, 0.5, 0.8], [0.5, 1.0, 4.0]
+SIGNALS_ON = ["sig_propensity", "sig_user_coec", "sig_video_watch"]  # enabled here as LOG_SIGNALS would
+PROPS, COECS, WATCHES = [0.1, 0.5, 0.8], [0.5, 1.0, 4.0], [0.0, 1.5, 4.0]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def transformed(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(F, "NUMERIC_FEATURES", F.BASE_NUMERIC_FEATURES + SIGNALS_ON)
     mp.setattr(F, "ID_SHARED_VOCAB", {**F.ID_SHARED_VOCAB, "hist_tab": "tab"})
-    sig = [dict(sig_propensity=p, sig_user_coec=c) for p, c in zip(PROPS, COECS)]
+    sig = [dict(sig_propensity=p, sig_user_coec=c, sig_video_watch=w) for p, c, w in zip(PROPS, COECS, WATCHES)]
     rows = [
         _row(1, 100, [], 2.0, duration_s=10.0, **sig[0]),
         _row(1, 101, [100], 5.0, duration_s=100.0, hist_tab=[7, -1, -1, -1], **sig[1]),
@@ -119,7 +119,7 @@ def test_enabled_signals_are_transformed_then_z_scored(transformed):
     """With signals on (LOG_SIGNALS), each is g(x) then z-scored; hist_tab shares tab's vocabulary."""
     out, tft_output = transformed
     for key, g in (("sig_propensity", np.log(np.array(PROPS) / (1 - np.array(PROPS)))),
-                   ("sig_user_coec", np.log(COECS))):
+                   ("sig_user_coec", np.log(COECS)), ("sig_video_watch", np.array(WATCHES))):
         np.testing.assert_allclose([r[key + "_xf"] for r in out], (g - g.mean()) / g.std(), rtol=1e-4, atol=1e-5)
     vocab = [v.decode() if isinstance(v, bytes) else v for v in tft_output.vocabulary_by_name("tab_vocab")]
     assert "7" in vocab  # a tab only seen in a history is in tab's vocabulary

@@ -1,5 +1,5 @@
 """Leakage-free signals (signals.py, signals_beam.py): hand-made values (ties, label
-delay, duplicates), the passes against a brute-force O(n²) evaluation of the equations,
+delay, duplicates; click and watch-time signals), the passes against a brute-force O(n²) evaluation of the equations,
 no use of the row's own or a later label, and the Beam pipeline end to end."""
 import collections
 import math
@@ -14,10 +14,15 @@ from models import features as F
 P0 = 0.3
 
 
-def srow(i, t, y, tab=1, user=1, video=10, author=100, music=5, tag=7, bucket="<15s", dup=None):
+def srow(i, t, y, tab=1, user=1, video=10, author=100, music=5, tag=7, bucket="<15s", dup=None,
+         watch=0.0, duration=10.0):
     return S.SignalRow(key=("f", i), user_id=user, time_ms=t, is_click=y, tab=tab, video_id=video,
                        author_id=author, music_id=music, tag_id=tag, duration_bucket=bucket,
-                       duplicate_key=dup if dup is not None else f"row{i}")
+                       duplicate_key=dup if dup is not None else f"row{i}", watch_s=watch, duration_s=duration)
+
+
+def known(row, e_tab, counted, w_tab=0.0, r_tab=0.0):
+    return S.Known(row, e_tab, counted, w_tab, r_tab)
 
 
 # ---------------------------------------------------------------- hand-made values
@@ -42,34 +47,70 @@ def test_exact_duplicates_count_once_unless_kept():
 
 
 def test_entity_ctr_and_video_coec_by_hand():
-    recs = [S.Known(srow(0, 0, 1), 0.5, True), S.Known(srow(1, 10, 0), 0.25, True),
-            S.Known(srow(2, 10, 1), 0.2, True), S.Known(srow(3, 20, 1), 0.4, False)]
+    recs = [known(srow(0, 0, 1), 0.5, True), known(srow(1, 10, 0), 0.25, True),
+            known(srow(2, 10, 1), 0.2, True), known(srow(3, 20, 1), 0.4, False)]
+
+    def stat(delay, kind):
+        return [v["x"] for v in S.entity_pass(recs, delay, {"x": kind})]
     # row 2 ties row 1: sees row 0 only; ctr smoothed toward its own e_tab
-    assert S.entity_pass(recs, 0) == pytest.approx([0.5, (1 + 0.5) / 3, (1 + 0.4) / 3, (2 + 0.8) / 5])
+    assert stat(0, "ctr") == pytest.approx([0.5, (1 + 0.5) / 3, (1 + 0.4) / 3, (2 + 0.8) / 5])
     # coec (Σy + 2)/(Σe + 2); row 3 is not counted but still gets a value
-    assert S.entity_pass(recs, 0, coec=True) == pytest.approx([1.0, 3 / 2.5, 3 / 2.5, 4 / 2.95])
-    assert S.entity_pass(recs, 10, coec=True) == pytest.approx([1.0, 1.0, 1.0, 3 / 2.5])
+    assert stat(0, "coec") == pytest.approx([1.0, 3 / 2.5, 3 / 2.5, 4 / 2.95])
+    assert stat(10, "coec") == pytest.approx([1.0, 1.0, 1.0, 3 / 2.5])
+    with pytest.raises(ValueError, match="median"):
+        S.entity_pass(recs, 0, {"x": "median"})
+
+
+def test_watch_signals_by_hand():
+    # tab: t=0 watch e−1 s of 10 s, its tie at t=0 watch 30 s of 10 s (ratio 3, capped at 2),
+    # t=5 a row and its exact duplicate (the copy never counts), t=9 the last row
+    rows = [srow(0, 0, 1, watch=math.e - 1, dup="a"), srow(1, 0, 0, watch=30.0),
+            srow(2, 5, 1, watch=99.0, dup="b"), srow(3, 5, 1, watch=99.0, dup="b"),
+            srow(4, 9, 0, watch=0.5, duration=0.5)]
+    k = S.tab_pass(rows, 0, P0, "drop")
+    w01 = (1.0 + math.log1p(30.0)) / 2
+    r01 = ((math.e - 1) / 10 + 2.0) / 2
+    # t=0: nothing known (tie excluded): w_tab = r_tab = 0; t=5: rows 0, 1; t=9: rows 0, 1, 2 (3 is a copy)
+    assert [x.w_tab for x in k] == pytest.approx([0, 0, w01, w01, (2 * w01 + math.log1p(99.0)) / 3])
+    assert [x.r_tab for x in k] == pytest.approx([0, 0, r01, r01, (2 * r01 + 2.0) / 3])
+    assert [x.counted for x in k] == [True, True, True, False, True]
+    # label delay 5 ms: at t=9 only t=0 is known (0 + 5 < 9; 5 + 5 < 9 fails)
+    assert S.tab_pass(rows, 5, P0, "drop")[4].w_tab == pytest.approx(w01)
+    # one video's rows, its own tab priors: (Σw + 2·w_tab) / (n + 2), (Σr + 2·r_tab) / (n + 2)
+    stats = {"w": "watch", "r": "watch_ratio"}
+    got = S.entity_pass(k, 0, stats)
+    assert got[0] == pytest.approx({"w": 0.0, "r": 0.0}) and got[1] == got[0]
+    assert got[2] == pytest.approx({"w": (2 * w01 + 2 * w01) / 4, "r": (2 * r01 + 2 * r01) / 4})
+    w3, r3 = 2 * w01 + math.log1p(99.0), 2 * r01 + 2.0
+    assert got[4] == pytest.approx({"w": (w3 + 2 * w3 / 3) / 5, "r": (r3 + 2 * r3 / 3) / 5})
+    assert S.watch_ratio(0.5, 0.0) == pytest.approx(0.5) and S.watch_ratio(-1.0, 10.0) == 0.0
 
 
 def test_user_pass_by_hand():
-    ev = [S.UserEvent(0, 1, math.e - 1, 1, 0.5), S.UserEvent(100, 0, 0.0, 2, 0.25),
-          S.UserEvent(200, 1, 0.0, 1, 0.2)]
+    ev = [S.UserEvent(0, 1, math.e - 1, 1, 0.5, 10.0), S.UserEvent(100, 0, 0.0, 2, 0.25, 10.0),
+          S.UserEvent(200, 1, 0.0, 1, 0.2, 10.0)]
     out = S.user_pass(ev, 0)
     assert out[0] == pytest.approx({"sig_user_coec": 1.0, "sig_user_tab_ctr": 0.5, "sig_user_lift": 0.0,
-                                    "sig_last50_click": 0.5, "sig_last50_watch": 0.0})
+                                    "sig_last50_click": 0.5, "sig_last50_watch": 0.0,
+                                    "sig_last50_watch_ratio": 0.0})
     assert out[2]["sig_user_coec"] == pytest.approx(3 / 2.75)
     assert out[2]["sig_user_tab_ctr"] == pytest.approx((1 + 0.4) / 3)  # tab 1 only: event 0
     assert out[2]["sig_user_lift"] == pytest.approx((0.5 - 0.25) / 4)
     assert out[2]["sig_last50_click"] == pytest.approx((1 + 0.4) / 4)
     assert out[2]["sig_last50_watch"] == pytest.approx(0.5)  # mean(log1p(e - 1), log1p(0))
+    assert out[2]["sig_last50_watch_ratio"] == pytest.approx((math.e - 1) / 10 / 2)
     # delay 100 ms: event 2 at 200 knows only event 0 (0 + 100 < 200; 100 + 100 < 200 fails)
     assert S.user_pass(ev, 100)[2]["sig_user_lift"] == pytest.approx(0.5 / 3)
 
 
 def test_last50_keeps_the_latest_fifty():
-    ev = [S.UserEvent(t, 1 if t < 10 else 0, 0.0, 1, 0.5) for t in range(60)] + [S.UserEvent(100, 0, 0.0, 1, 0.5)]
-    # the 50 latest before t=100 are t = 10..59, all unclicked
-    assert S.user_pass(ev, 0)[-1]["sig_last50_click"] == pytest.approx(1.0 / 52)
+    ev = ([S.UserEvent(t, 1 if t < 10 else 0, 5.0 if t < 10 else 1.0, 1, 0.5, 10.0) for t in range(60)]
+          + [S.UserEvent(100, 0, 0.0, 1, 0.5, 10.0)])
+    # the 50 latest before t=100 are t = 10..59, all unclicked, each watched 1 s of 10 s
+    last = S.user_pass(ev, 0)[-1]
+    assert last["sig_last50_click"] == pytest.approx(1.0 / 52)
+    assert last["sig_last50_watch"] == pytest.approx(math.log(2.0))
+    assert last["sig_last50_watch_ratio"] == pytest.approx(0.1)
 
 
 def test_propensity_is_clipped():
@@ -87,6 +128,8 @@ def random_log(n, seed, tie_prone=True):
         rows.append(dict(t=rng.randrange(0, 40 if tie_prone else 10_000) * 250, user=rng.choice([1, 2, 3]),
                          video=video, tab=rng.choice([0, 1]), y=rng.randint(0, 1),
                          watch=float(rng.randint(0, 30)), bucket=rng.choice(["<15s", "15-30s"])))
+        # durations: under 1 s (the ratio's floor), 10 s (ratios above the cap) and 20 s
+        rows[-1]["dur"] = rng.choice([0.5, 10.0]) if rows[-1]["bucket"] == "<15s" else 20.0
     rows.append(dict(rows[3]))  # an exact duplicate
     rows.sort(key=lambda r: r["t"])
     for r in rows:
@@ -106,10 +149,21 @@ def brute_force(rows, delay_ms, p0=P0):
     def eq(i, *names):
         return lambda j: all(rows[j][k] == rows[i][k] for k in names)
 
-    e = []
+    def w(j):
+        return math.log1p(rows[j]["watch"])
+
+    def r(j):
+        return min(rows[j]["watch"] / max(rows[j]["dur"], 1.0), S.WATCH_RATIO_CAP)
+
+    def mean(f, js):
+        return sum(f(j) for j in js) / len(js) if js else 0.0
+
+    e, w_tab, r_tab = [], [], []
     for i in range(len(rows)):
         Kt = K(i, eq(i, "tab"))
         e.append((sum(rows[j]["y"] for j in Kt) + A * p0) / (len(Kt) + A))
+        w_tab.append(mean(w, Kt))
+        r_tab.append(mean(r, Kt))
     out = []
     for i in range(len(rows)):
         def ctr(js):
@@ -117,6 +171,9 @@ def brute_force(rows, delay_ms, p0=P0):
 
         def coec(js):
             return (sum(rows[j]["y"] for j in js) + A) / (sum(e[j] for j in js) + A)
+
+        def watch(js):
+            return (sum(w(j) for j in js) + A * w_tab[i]) / (len(js) + A)
         Ku, Kv = K(i, eq(i, "user")), K(i, eq(i, "video"))
         recent = sorted(Ku, key=lambda j: (rows[j]["t"], j))[-S.LAST_N:]
         s = {"sig_tab_ctr": e[i], "sig_user_coec": coec(Ku), "sig_video_coec": coec(Kv),
@@ -126,8 +183,12 @@ def brute_force(rows, delay_ms, p0=P0):
              "sig_tag_tab_ctr": ctr(K(i, eq(i, "tag", "tab"))),
              "sig_tab_duration_ctr": ctr(K(i, eq(i, "tab", "bucket"))),
              "sig_last50_click": ctr(recent),
-             "sig_last50_watch": (sum(math.log1p(rows[j]["watch"]) for j in recent) / len(recent)
-                                  if recent else 0.0)}
+             "sig_last50_watch": mean(w, recent),
+             "sig_video_watch": watch(Kv),
+             "sig_video_watch_ratio": (sum(r(j) for j in Kv) + A * r_tab[i]) / (len(Kv) + A),
+             "sig_author_watch": watch(K(i, eq(i, "author"))),
+             "sig_tab_duration_watch": watch(K(i, eq(i, "tab", "bucket"))),
+             "sig_last50_watch_ratio": mean(r, recent)}
         s["sig_propensity"] = min(max(e[i] * s["sig_user_coec"] * s["sig_video_coec"], 0.0), 1.0)
         out.append(s)
     return out, live
@@ -136,7 +197,8 @@ def brute_force(rows, delay_ms, p0=P0):
 def passes(rows, delay_ms, p0=P0):
     """The passes as signals_beam.py / user_examples.py group them, in plain Python."""
     srows = [S.SignalRow(("f", i), r["user"], r["t"], r["y"], r["tab"], r["video"], r["author"], r["music"],
-                         r["tag"], r["bucket"], str(sorted(r.items()))) for i, r in enumerate(rows)]
+                         r["tag"], r["bucket"], str(sorted(r.items())), r["watch"], r["dur"])
+             for i, r in enumerate(rows)]
     per_row = collections.defaultdict(dict)
 
     def grouped(items, key):
@@ -148,14 +210,14 @@ def passes(rows, delay_ms, p0=P0):
     known = [k for g in grouped(srows, lambda r: r.tab) for k in S.tab_pass(g, delay_ms, p0, "drop")]
     for k in known:
         per_row[k.row.key]["sig_tab_ctr"] = k.e_tab
-    for name, key_fn in S.ENTITY_KEYS.items():
+    for key_fn, stats in S.ENTITY_SIGNALS.values():
         for g in grouped(known, lambda k: key_fn(k.row)):
-            for k, v in zip(g, S.entity_pass(g, delay_ms, coec=name == "sig_video_coec")):
-                per_row[k.row.key][name] = v
+            for k, v in zip(g, S.entity_pass(g, delay_ms, stats)):
+                per_row[k.row.key].update(v)
     counted = {k.row.key for k in known if k.counted}
     out = {}
     for g in grouped([r for r in srows if r.key in counted], lambda r: r.user_id):
-        ev = [S.UserEvent(r.time_ms, r.is_click, rows[r.key[1]]["watch"], r.tab, per_row[r.key]["sig_tab_ctr"])
+        ev = [S.UserEvent(r.time_ms, r.is_click, r.watch_s, r.tab, per_row[r.key]["sig_tab_ctr"], r.duration_s)
               for r in g]
         for r, stats in zip(g, S.user_pass(ev, delay_ms)):
             out[r.key[1]] = S.row_signals(per_row[r.key], stats)
@@ -203,7 +265,7 @@ def test_pipeline_writes_the_brute_force_signals(tmp_path):
         r["date"] = day_of[min(r["t"] // 3500, 2)]
     lines = [FL.log_line(r["user"], r["video"], r["date"], FL.at(r["date"], r["t"]), is_click=r["y"],
                          play_time_ms=int(r["watch"] * 1000), tab=r["tab"],
-                         duration_ms=10_000 if r["bucket"] == "<15s" else 20_000) for r in rows]
+                         duration_ms=int(r["dur"] * 1000)) for r in rows]
     with open(folder / "log_all.csv", "w") as f:
         f.write(",".join(FL.P.LOG_COLUMNS) + "\n" + "\n".join(lines) + "\n")
     delay_s = 0.25  # one time step: the previous step's labels are not known yet
