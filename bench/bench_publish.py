@@ -16,8 +16,10 @@
 4. The Publisher's prune_auto on the validation day only: the largest swept fraction
    <= PUBLISH_PRUNE_FRACTION passing the gates there; at that fraction the variants
    published / pruned only / int8 only / per-table allocation / other default rows.
-5. Exports the trained and the published SavedModels with export_serving_model and
-   times `serving_default` on requests of 100 candidates.
+5. Exports the trained and the published SavedModels with export_serving_model, times
+   `serving_default` on requests of 100 candidates (the two models called in turn, so a
+   load change on a shared machine hits both alike) and counts the ops of the functions
+   `serving_default` runs in each (load-independent: `serving_default_ops`).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_MODELS, BENCH_EPOCHS (1), BENCH_MAX_TRAIN_ROWS,
 BENCH_MAX_EVAL_ROWS (all; caps the validation day too), BENCH_FRACTIONS
@@ -37,6 +39,7 @@ import numpy as np  # noqa: E402
 from bench import bench_rankers as br  # noqa: E402
 
 ROOT = br.ROOT
+SERVING_OPS = ("ResourceGather", "Cast", "Mul", "AddV2", "StridedSlice", "Identity")  # the lookups' ops
 
 
 def _rel(path: str) -> str:
@@ -48,6 +51,55 @@ def _batches(x, y, n=4096):
     size = len(next(iter(x.values())))
     for i in range(0, size, n):
         yield {k: v[i:i + n] for k, v in x.items()}, {k: v[i:i + n] for k, v in y.items()}
+
+
+def graph_ops(export_dir: str, signature: str = "serving_default") -> dict:
+    """{op type: count} of the nodes of every function `signature` reaches in the
+    SavedModel (the graph TF Serving runs, before Grappler): a load-independent cost."""
+    from collections import Counter
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    graph = sm.meta_graphs[0].graph_def
+    library = {fn.signature.name: fn for fn in graph.library.function}
+    outputs = {t.name.split(":")[0] for t in sm.meta_graphs[0].signature_def[signature].outputs.values()}
+    todo = [n.attr["f"].func.name for n in graph.node if n.name in outputs and "f" in n.attr]
+    seen, ops = set(), Counter()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        for node in library[name].node_def:
+            ops[node.op] += 1
+            todo += [v.func.name for v in node.attr.values() if v.func.name]
+    return dict(sorted(ops.items()))
+
+
+def interleaved_latency_ms(export_dirs, serialized, calls, history_length):
+    """[(p50, p99)] of serving_default per SavedModel on one request of len(serialized)
+    candidates, the models called in turn (call i of every model back to back), so a
+    load change on the shared machine hits them alike."""
+    import tensorflow as tf
+
+    from models import features as F
+
+    spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
+    request = tf.io.parse_example(tf.constant(serialized), spec)
+    serves = [tf.saved_model.load(d).signatures["serving_default"] for d in export_dirs]
+    for serve in serves:
+        for _ in range(5):
+            serve(**request)
+    times = [[] for _ in serves]
+    for _ in range(calls):
+        for serve, t in zip(serves, times):
+            t0 = time.perf_counter()
+            serve(**request)["click_prob"].numpy()
+            t.append((time.perf_counter() - t0) * 1000.0)
+    return [(float(np.percentile(t, 50)), float(np.percentile(t, 99))) for t in times]
 
 
 def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, latency_calls):
@@ -136,8 +188,9 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     tables = rewrite.publish_tables(rewrite.drop_optimizer(model), importance["tables"], publish)
     published_dir = os.path.join(work, name, "published")
     export_serving_model(model, tft_output, config.history_length, published_dir)
-    fp32_ms = br.serving_latency_ms(trained_dir, serialized, latency_calls, config.history_length)
-    pub_ms = br.serving_latency_ms(published_dir, serialized, latency_calls, config.history_length)
+    fp32_ms, pub_ms = interleaved_latency_ms([trained_dir, published_dir], serialized, latency_calls,
+                                             config.history_length)
+    ops = {"fp32": graph_ops(trained_dir), "published": graph_ops(published_dir)}
     return {
         "model": name, "optimizer": importance["optimizer"], "train_seconds": round(train_s, 1),
         "eval_examples": int(click.size), "trained": trained,
@@ -146,6 +199,8 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
                   "trained_variables_dir_with_optimizer": rewrite.variables_bytes(trained_dir),
                   **rewrite.tables_summary(tables)},
         "variants": variants, "sweep": sweep_rows,
+        "serving_default_ops": {k: {"total": sum(v.values()), **{o: v.get(o, 0) for o in SERVING_OPS}}
+                                for k, v in ops.items()},
         "latency_ms_100_candidates": {"fp32_p50": fp32_ms[0], "fp32_p99": fp32_ms[1],
                                       "published_p50": pub_ms[0], "published_p99": pub_ms[1]},
         "chosen_fraction_on_validation": chosen, "publish_config": publish.to_json_dict(),
@@ -182,7 +237,7 @@ def main() -> int:
     results = []
     for name in models:
         results.append(bench_model(name, splits, tft_output, serialized, work, epochs, fractions, calls))
-        print(json.dumps({k: results[-1][k] for k in ("model", "trained", "bytes", "variants",
+        print(json.dumps({k: results[-1][k] for k in ("model", "trained", "bytes", "variants", "serving_default_ops",
                                                      "latency_ms_100_candidates")}, default=float), flush=True)
     record = {"logs": _rel(logs) if os.path.isabs(logs) else logs, "train_days": train_days,
               "eval_days": eval_days, "work": "<tmp>/" + os.path.basename(work), "info": info,

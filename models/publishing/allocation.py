@@ -23,13 +23,24 @@ Tables with few rows (a handful of tabs or hours) hold almost no bytes, and in t
 global allocation they keep their rows unless their rows matter less per byte than the
 long-tail ids'. The padding row and the OOV rows are always kept.
 
+Tables over one vocabulary (a feature's embedding table and its width-1 first-order
+table, xDeepFM) form a group G that shares ONE kept set and ONE remap: a group row r
+is kept or pruned in every member, so its score and its bytes are the members' sums,
+
+    score_G,r = Σ_{t∈G} score_t,r        c_G = Σ_{t∈G} c_t        remap bytes counted once,
+
+and the allocations above run over groups (a table outside every group is its own
+group). The centroid clusters of a group are those of its members' rows side by side.
+
 Example:
 
->>> plans = allocate({"emb_video_id": E1, "emb_tab": E2}, importance, fraction=0.6,
-...                  criterion="saliency", allocation="global", default_row="oov",
-...                  oov_rows={"emb_video_id": [V1 - 1], ...}, row_bytes={...})
+>>> plans = allocate({"emb_video_id": E1, "linear_video_id": W1, "emb_tab": E2}, importance,
+...                  fraction=0.6, criterion="saliency", allocation="global", default_row="oov",
+...                  oov_rows={"emb_video_id": [V1 - 1], ...}, row_bytes={...},
+...                  groups={"video_id": ["emb_video_id", "linear_video_id"]})
+>>> plans["emb_video_id"] is plans["linear_video_id"]      # one plan, one remap
 """
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -102,37 +113,69 @@ def global_keep(scores: Dict[str, np.ndarray], row_bytes: Dict[str, int], remap_
     return out
 
 
+def table_groups(names: Sequence[str], groups: Optional[Dict[str, Sequence[str]]] = None) -> Dict[str, List[str]]:
+    """{group: its member tables, sorted} covering every table of `names`: the given
+    `groups` (restricted to `names`; members of two groups are refused), and every other
+    table as its own group (named after the table)."""
+    out: Dict[str, List[str]] = {}
+    seen = set()
+    for g, members in sorted((groups or {}).items()):
+        members = sorted(t for t in members if t in names)
+        if seen & set(members):
+            raise ValueError(f"table_groups: tables {sorted(seen & set(members))} are in two groups")
+        seen.update(members)
+        if members:
+            out[g] = members
+    for t in names:
+        if t not in seen:
+            out[t] = [t]
+    return out
+
+
 def allocate(tables: Dict[str, np.ndarray], importance: Optional[Dict[str, dict]], fraction: float,
              criterion: str, allocation: str, default_row: str, oov_rows: Dict[str, Sequence[int]],
-             row_bytes: Dict[str, int], centroids: int = 1) -> Dict[str, pruning.PrunePlan]:
+             row_bytes: Dict[str, int], centroids: int = 1,
+             groups: Optional[Dict[str, Sequence[str]]] = None) -> Dict[str, pruning.PrunePlan]:
     """{table: PrunePlan} for every table that gets pruned (module docstring); tables not
     in the result keep every row (no remap). `row_bytes[t]`: one published row's bytes;
     `centroids`: C of default_row "centroids" (pruning.tail_clusters of the pruned rows;
-    at most one per CENTROID_MIN_MEMBERS pruned rows of the table)."""
+    at most one per CENTROID_MIN_MEMBERS pruned rows of the group); `groups`: {group:
+    tables over one vocabulary}, whose members get the SAME PrunePlan object (one kept set,
+    one remap; the members must have equal row counts and OOV rows)."""
     if allocation not in ALLOCATIONS:
         raise ValueError(f"allocate: allocation must be one of {ALLOCATIONS}, got {allocation!r}")
-    scores, always, remap_bytes = {}, {}, {}
-    for t, values in tables.items():
-        oov = list(oov_rows.get(t, ()))
-        scores[t] = row_scores(values, (importance or {}).get(t), criterion, default_row, oov)
-        always[t] = [0] + oov
-        remap_bytes[t] = len(values) * np.dtype(pruning.remap_dtype(len(values) + 1)).itemsize
-    plans = {}
+    members = table_groups(list(tables), groups)
+    scores, always, remap_bytes, bytes_of = {}, {}, {}, {}
+    for g, ts in members.items():
+        rows = {len(tables[t]) for t in ts}
+        oovs = {tuple(oov_rows.get(t, ())) for t in ts}
+        if len(rows) != 1 or len(oovs) != 1:
+            raise ValueError(f"allocate: the tables {ts} of group {g!r} differ in rows {sorted(rows)} or OOV rows")
+        oov = list(oovs.pop())
+        scores[g] = sum(row_scores(tables[t], (importance or {}).get(t), criterion, default_row, oov) for t in ts)
+        always[g] = [0] + oov
+        bytes_of[g] = sum(int(row_bytes[t]) for t in ts)
+        n = rows.pop()
+        remap_bytes[g] = n * np.dtype(pruning.remap_dtype(n + 1)).itemsize
     if allocation == "per_table":
-        kept = {t: pruning.select_rows(scores[t], fraction=fraction, always_keep=always[t]) for t in tables}
+        kept = {g: pruning.select_rows(scores[g], fraction=fraction, always_keep=always[g]) for g in members}
     else:
-        kept = global_keep(scores, row_bytes, remap_bytes, always, fraction)
-    for t, k in kept.items():
-        if k is None or len(k) == len(tables[t]):
+        kept = global_keep(scores, bytes_of, remap_bytes, always, fraction)
+    plans = {}
+    for g, k in kept.items():
+        ts = members[g]
+        num_rows, oov = len(tables[ts[0]]), list(oov_rows.get(ts[0], ()))
+        if k is None or len(k) == num_rows:
             continue
-        fallback = default_row if default_row != "oov" or oov_rows.get(t) else "zeros"
+        fallback = default_row if default_row != "oov" or oov else "zeros"
         clusters = None
         if fallback == "centroids":
-            pruned = np.setdiff1d(np.arange(len(tables[t])), k)
-            clusters = np.zeros(len(tables[t]), np.int64)
+            pruned = np.setdiff1d(np.arange(num_rows), k)
+            clusters = np.zeros(num_rows, np.int64)
             # at most one centroid per CENTROID_MIN_MEMBERS pruned rows: they cost ≤ 1/16 of the saving
-            k_t = min(int(centroids), max(1, pruned.size // CENTROID_MIN_MEMBERS))
-            clusters[pruned] = pruning.tail_clusters(tables[t][pruned], k_t)
-        plans[t] = pruning.build_remap(k, len(tables[t]), default_row=fallback, oov_rows=list(oov_rows.get(t, ())),
-                                       clusters=clusters)
+            k_g = min(int(centroids), max(1, pruned.size // CENTROID_MIN_MEMBERS))
+            side_by_side = np.concatenate([np.asarray(tables[t], np.float64)[pruned] for t in ts], axis=1)
+            clusters[pruned] = pruning.tail_clusters(side_by_side, k_g)
+        plan = pruning.build_remap(k, num_rows, default_row=fallback, oov_rows=oov, clusters=clusters)
+        plans.update({t: plan for t in ts})
     return plans

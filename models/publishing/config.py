@@ -26,6 +26,11 @@ class PublishConfig:
         the k-means centroids of the pruned rows; each pruned id to its cluster's row).
     quantize: int8 row-wise rows; tables narrower than quantize_min_dim stay fp32
         (a width-1 row costs 5 bytes quantized vs 4 in fp32).
+    min_table_share: tables with fewer rows than this share of the largest table's rows
+        are published as trained (fp32, every row, no remap): they hold few bytes, and int8
+        rows behind a remap cost ~9 more ops per lookup than the trained table's gather
+        (the published model must serve no slower than the trained one; bench/README.md,
+        Publisher). 0: every table is pruned / quantized as configured.
     max_ne_loss: refuse when (NE_pub − NE_trained)/NE_trained exceeds it (0.0005 = 0.05 %).
     max_auc_drop / max_xauc_drop: refuse when click AUC / watch XAUC drop by more.
     verify_max_examples: eval rows scored by both models (None: all).
@@ -68,6 +73,7 @@ class PublishConfig:
     delta_dense: str = "fp32"
     allocation: str = "per_table"
     tail_centroids: int = 1
+    min_table_share: float = 0.01
 
     def __post_init__(self):
         if self.prune_fraction is not None and self.prune_threshold is not None:
@@ -100,6 +106,8 @@ class PublishConfig:
                              f"got {self.delta_priority!r}")
         if self.delta_dense not in DELTA_DENSE:
             raise ValueError(f"PublishConfig.delta_dense must be one of {DELTA_DENSE}, got {self.delta_dense!r}")
+        if not 0.0 <= float(self.min_table_share) < 1.0:
+            raise ValueError(f"PublishConfig.min_table_share must be in [0, 1), got {self.min_table_share}")
         for name in ("max_ne_loss", "max_auc_drop", "max_xauc_drop"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"PublishConfig.{name} must be >= 0, got {getattr(self, name)}")

@@ -128,9 +128,9 @@ def table_keys(object_graph: bytes, names=None) -> Dict[str, Dict[str, str]]:
 
 def table_rows(variables: Dict[str, np.ndarray], keys: Dict[str, str]) -> np.ndarray:
     """The rows the server computes for a table: dequantized int8, or the fp32 rows."""
-    if "scale" in keys:
-        return quantization.dequantize_rows(variables[keys["values"]], variables[keys["scale"]],
-                                            variables[keys["bias"]])
+    if "scale" in keys:  # scale and bias are stored [K, 1] (published_table.py)
+        return quantization.dequantize_rows(variables[keys["values"]], np.reshape(variables[keys["scale"]], -1),
+                                            np.reshape(variables[keys["bias"]], -1))
     return np.asarray(variables[keys["values"]], np.float32)
 
 

@@ -4,23 +4,31 @@ Variables (non-trainable) of one table with V vocabulary rows, K compact rows, w
 
     remap  uint16|int32 [V]   (optional: absent when nothing is pruned)
     values uint8 [K, D]  (quantized)  or  float32/float16 [K, D]
-    scale  float16 [K], bias float16 [K]   (quantized only)
+    scale  float16 [K, 1], bias float16 [K, 1]   (quantized only)
 
 Lookup of ids (any shape S):
 
     c = Cast(ResourceGather(remap, ids), int32)                        S
-    e = Cast(ResourceGather(values, c), f32) · Cast(Gather(scale, c), f32)[..., None]
-        + Cast(Gather(bias, c), f32)[..., None]                        S × D
+    e = Cast(ResourceGather(values, c), f32) · Cast(ResourceGather(scale, c), f32)
+        + Cast(ResourceGather(bias, c), f32)                           S × D
 
 (ResourceGather, Cast, Mul, AddV2: the stock TF Serving 2.16 binary loads it; no
-custom ops, no qint8 / Dequantize.)
+custom ops, no qint8 / Dequantize.) Scale and bias are stored [K, 1], so their rows
+broadcast against the [.., D] rows with no reshape op: a lookup of an int8 table
+behind a remap runs 10 ops against the trained table's gather (+ Identity).
+
+Tables over one vocabulary (a feature's embedding and first-order tables) share one
+`Remap`: one variable (stored once in the SavedModel, the same checkpoint key under
+both tables) and, in a traced graph, one `c` per ids tensor: the first lookup of `ids`
+gathers it, the other tables' lookups of the same `ids` tensor in the same graph reuse
+it (Grappler does not merge two gathers of a variable).
 
 `tf.nn.embedding_lookup(table, ids)` dispatches here for a PublishedTable, so a layer
 that looks its tables up with `tf.nn.embedding_lookup` (models/layers/feature_layer.py)
 serves published tables unchanged. Registering the dispatcher is a side effect of
 importing this module; a loaded SavedModel needs nothing of it (the graph holds the ops).
 """
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -28,17 +36,48 @@ from tensorflow.python.ops import embedding_ops
 from tensorflow.python.util import dispatch
 
 
+class Remap:
+    """remap [V] (vocabulary id -> compact row), shareable by the tables of one vocabulary
+    (module docstring). Not a tf.Module: each table tracks `variable` as its own `remap`
+    child, so the object graph and the checkpoint hold it once, under both tables.
+
+    Args:
+        remap: [V] non-negative ints (uint16 / int32, pruning.remap_dtype).
+    """
+
+    def __init__(self, remap):
+        remap = np.asarray(remap)
+        if remap.ndim != 1 or remap.size == 0 or remap.min() < 0:
+            raise ValueError(f"Remap: remap must be a non-empty [V] of indices >= 0, got shape {remap.shape}")
+        self.max_index = int(remap.max())
+        self.variable = tf.Variable(remap, trainable=False, name="remap")
+        self._traced = {}  # (graph, ids) -> c, for the graphs traced with this remap
+
+    def __call__(self, ids):
+        """c = Cast(ResourceGather(remap, ids), int32); once per ids tensor per traced graph."""
+        if tf.executing_eagerly():
+            return tf.cast(tf.gather(self.variable, ids), tf.int32)
+        graph = tf.compat.v1.get_default_graph()
+        key = (id(graph), ids.ref())
+        hit = self._traced.get(key)
+        if hit is None or hit[0] is not graph:
+            hit = (graph, tf.cast(tf.gather(self.variable, ids), tf.int32))
+            self._traced[key] = hit  # the entry keeps `graph` alive, so id(graph) is not reused
+        return hit[1]
+
+
 class PublishedTable(tf.Module):
     """One pruned and/or quantized embedding table (module docstring).
 
     Args:
         values: [K, D] compact rows (uint8 when `scale`/`bias` are given, else float).
-        scale, bias: [K] float16 row-wise dequantization parameters, or None.
-        remap: [V] int vocabulary id -> compact row, or None (ids index `values` directly).
+        scale, bias: [K] float16 row-wise dequantization parameters (stored [K, 1]), or None.
+        remap: [V] int vocabulary id -> compact row, a `Remap` shared with other tables of
+            the same vocabulary, or None (ids index `values` directly).
         name: the table's name (the trained variable's, e.g. "emb_video_id").
     """
 
-    def __init__(self, values, scale=None, bias=None, remap: Optional[np.ndarray] = None, name=None):
+    def __init__(self, values, scale=None, bias=None, remap: Optional[Union[np.ndarray, Remap]] = None, name=None):
         super().__init__(name=name)
         values = np.asarray(values)
         if values.ndim != 2:
@@ -52,32 +91,34 @@ class PublishedTable(tf.Module):
             for part, arr in (("scale", scale), ("bias", bias)):
                 if np.shape(arr) != (values.shape[0],):
                     raise ValueError(f"PublishedTable {name}: {part} must be [{values.shape[0]}]")
-            self.scale = tf.Variable(np.asarray(scale, np.float16), trainable=False, name="scale")
-            self.bias = tf.Variable(np.asarray(bias, np.float16), trainable=False, name="bias")
+            self.scale = tf.Variable(np.asarray(scale, np.float16).reshape(-1, 1), trainable=False, name="scale")
+            self.bias = tf.Variable(np.asarray(bias, np.float16).reshape(-1, 1), trainable=False, name="bias")
         self.values = tf.Variable(values, trainable=False, name="values")
-        self.remap = None
+        self.remap, self._remap = None, None
         if remap is not None:
-            remap = np.asarray(remap)
-            if remap.ndim != 1 or remap.min() < 0 or remap.max() >= values.shape[0]:
+            self._remap = remap if isinstance(remap, Remap) else Remap(remap)
+            if self._remap.max_index >= values.shape[0]:
                 raise ValueError(f"PublishedTable {name}: remap must be [V] with entries in [0, {values.shape[0]})")
-            self.remap = tf.Variable(remap, trainable=False, name="remap")
+            self.remap = self._remap.variable
         self.dim = int(values.shape[1])
 
     def lookup(self, ids):
         """Rows of `ids` as float32 [..., D] (module docstring)."""
         ids = tf.convert_to_tensor(ids)
-        if self.remap is not None:
-            ids = tf.cast(tf.gather(self.remap, ids), tf.int32)
+        if self._remap is not None:
+            ids = self._remap(ids)
         rows = tf.gather(self.values, ids)
         if not self.quantized:
             return tf.cast(rows, tf.float32)
-        scale = tf.cast(tf.gather(self.scale, ids), tf.float32)
+        scale = tf.cast(tf.gather(self.scale, ids), tf.float32)  # S × 1
         bias = tf.cast(tf.gather(self.bias, ids), tf.float32)
-        return tf.cast(rows, tf.float32) * scale[..., tf.newaxis] + bias[..., tf.newaxis]
+        return tf.cast(rows, tf.float32) * scale + bias
 
-    def num_bytes(self) -> int:
-        """Bytes of every variable of the table (what the SavedModel stores)."""
-        return int(sum(v.shape.num_elements() * v.dtype.size for v in self.variables))
+    def num_bytes(self, remap: bool = True) -> int:
+        """Bytes of the table's variables (what the SavedModel stores); `remap=False`
+        leaves the remap out (a shared remap is counted once, with its first table)."""
+        return int(sum(v.shape.num_elements() * v.dtype.size for v in self.variables
+                       if remap or v is not self.remap))
 
 
 @dispatch.dispatch_for_types(embedding_ops.embedding_lookup_v2, PublishedTable)

@@ -8,6 +8,13 @@ PublishedTable (models/publishing/published_table.py):
     values  = quantize_rows(C_t)  if quantize and D_t ≥ min_dim      (quantization.py)
               else C_t (fp32)
 
+A table with fewer rows than min_table_share × the largest table's keeps every row in
+fp32, behind no remap (one gather per lookup, as trained).
+
+Tables over one vocabulary (a feature's `emb_<f>` and `linear_<f>`, xDeepFM) get one
+plan (vocabulary_groups; allocation.py ranks their rows by the summed score) and one
+shared remap (published_table.Remap): stored and counted once, gathered once per ids.
+
 The layer's call is unchanged (`tf.nn.embedding_lookup` dispatches to the published
 table), every other weight stays as trained, and the model is exported with the
 trainer's own `export_serving_model` (models/training/export.py), so the published
@@ -23,7 +30,7 @@ Example:
 >>> export_serving_model(model, tf_transform_output, history_length(model), out_dir)
 """
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -33,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 from models import features as F  # noqa: E402
 from models.publishing import allocation, pruning, quantization  # noqa: E402
 from models.publishing.config import PublishConfig  # noqa: E402
-from models.publishing.published_table import PublishedTable  # noqa: E402
+from models.publishing.published_table import PublishedTable, Remap  # noqa: E402
 from models.publishing.row_importance import embedding_tables, feature_layer, table_feature  # noqa: E402
 
 
@@ -94,23 +101,53 @@ def restore_tables(model, snapshot: dict) -> None:
     layer._non_trainable_weights = list(snapshot["non_trainable"])
 
 
+def vocabulary_groups(names) -> Dict[str, List[str]]:
+    """{feature: its tables} for every feature with more than one table among `names`
+    (`emb_<f>` and `linear_<f>` index one vocabulary): they share one plan and one remap."""
+    by_feature: Dict[str, List[str]] = {}
+    for name in sorted(names):
+        by_feature.setdefault(table_feature(name), []).append(name)
+    return {f: ts for f, ts in by_feature.items() if len(ts) > 1}
+
+
 def _plans(values: Dict[str, np.ndarray], importance, config: PublishConfig, oov: int) -> Dict[str, pruning.PrunePlan]:
     """The pruning plans of `values` ({table: [V, D]}) under `config` (allocation.py;
-    a threshold applies to each table's scores)."""
+    a threshold applies to each vocabulary group's summed scores). The tables of one
+    vocabulary group get the same PrunePlan object."""
     oov_rows = {name: list(range(len(v) - oov, len(v))) for name, v in values.items()}
+    groups = vocabulary_groups(values)
     if config.prune_threshold is not None:
         out = {}
-        for name, v in values.items():
-            scores = allocation.row_scores(v, (importance or {}).get(name), config.criterion, config.default_row,
-                                           oov_rows[name])
-            out[name] = pruning.prune_plan(scores, len(v), threshold=config.prune_threshold,
-                                           default_row=config.default_row if oov_rows[name] else "zeros",
-                                           oov_rows=oov_rows[name])
+        for members in allocation.table_groups(list(values), groups).values():
+            first = members[0]
+            scores = sum(allocation.row_scores(values[t], (importance or {}).get(t), config.criterion,
+                                               config.default_row, oov_rows[t]) for t in members)
+            plan = pruning.prune_plan(scores, len(values[first]), threshold=config.prune_threshold,
+                                      default_row=config.default_row if oov_rows[first] else "zeros",
+                                      oov_rows=oov_rows[first])
+            out.update({t: plan for t in members})
         return out
     row_bytes = {name: (v.shape[1] + 4 if config.quantize and v.shape[1] >= config.quantize_min_dim
                         else 4 * v.shape[1]) for name, v in values.items()}
     return allocation.allocate(values, importance, config.prune_fraction, config.criterion, config.allocation,
-                               config.default_row, oov_rows, row_bytes, centroids=config.tail_centroids)
+                               config.default_row, oov_rows, row_bytes, centroids=config.tail_centroids,
+                               groups=groups)
+
+
+def shared_remaps(plans: Dict[str, pruning.PrunePlan]) -> Dict[str, str]:
+    """{table: the table whose remap it shares} for the tables of one vocabulary group
+    with equal plans (the same object, or equal remaps: a delta's plans read back from
+    the Publisher state); the first table of each group (by name) holds the remap."""
+    out = {}
+    for members in vocabulary_groups(plans).values():
+        for t in members:
+            for holder in members:
+                if holder == t:
+                    break
+                if out.get(holder, holder) == holder and np.array_equal(plans[holder].remap, plans[t].remap):
+                    out[t] = holder
+                    break
+    return out
 
 
 def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]], config: PublishConfig,
@@ -126,31 +163,43 @@ def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]]
     variables = {name: var for name, var in embedding_tables(layer).items() if tables is None or name in tables}
     values_of = {name: np.asarray(tf.convert_to_tensor(var).numpy(), np.float32) for name, var in variables.items()}
     given = dict(plans or {})
-    computed = _plans({n: v for n, v in values_of.items() if n not in given}, importance, config, oov) \
+    largest = max(int(v.shape[0]) for v in embedding_tables(layer).values())
+    small = {n for n, v in values_of.items() if len(v) < config.min_table_share * largest}  # as trained
+    computed = _plans({n: v for n, v in values_of.items() if n not in given and n not in small}, importance,
+                      config, oov) \
         if config.prunes and not fixed_plans else {}
     if plans is not None:
         plans.update(computed)
+    all_plans = {name: given.get(name) or computed.get(name) for name in values_of}
+    all_plans = {name: plan for name, plan in all_plans.items() if plan is not None}
+    shared = shared_remaps(all_plans)
+    remaps: Dict[str, Remap] = {}
     report = {}
     for name, values in values_of.items():
         rows, dim = values.shape
         remap, compact = None, values
-        plan = given.get(name) or computed.get(name)
+        plan = all_plans.get(name)
         if plan is not None:
             if plan.num_rows != rows:
                 raise ValueError(f"table {name}: the given plan has {plan.num_rows} rows, the table {rows}")
             compact = pruning.compact_table(values, plan)
-            remap = plan.remap.astype(pruning.remap_dtype(plan.compact_rows))
+            holder = shared.get(name, name)
+            if holder not in remaps:
+                remaps[holder] = Remap(plan.remap.astype(pruning.remap_dtype(plan.compact_rows)))
+            remap = remaps[holder]
         entry = {"rows": int(rows), "dim": int(dim), "rows_kept": int(compact.shape[0]),
                  "bytes_fp32": int(values.nbytes), "quantized": False, "max_abs_error": 0.0,
                  "mean_abs_error": 0.0}
-        if config.quantize and dim >= config.quantize_min_dim:
+        if name in shared:
+            entry["remap_shared_with"] = shared[name]
+        if config.quantize and dim >= config.quantize_min_dim and name not in small:
             q, scale, bias = quantization.quantize_rows(compact)
             err = np.abs(quantization.dequantize_rows(q, scale, bias) - compact)
             table = PublishedTable(q, scale, bias, remap=remap, name=name)
             entry.update(quantized=True, max_abs_error=float(err.max()), mean_abs_error=float(err.mean()))
         else:
             table = PublishedTable(compact, remap=remap, name=name)
-        entry["bytes_published"] = table.num_bytes()
+        entry["bytes_published"] = table.num_bytes(remap=name not in shared)  # a shared remap counts once
         _replace_table(layer, name, table)
         report[name] = entry
     return report

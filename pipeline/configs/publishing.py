@@ -10,7 +10,8 @@
 # index per id anyway), kept rows are int8 with fp16 scale/bias. On the real logs (one
 # epoch, all train rows) the old setting (each table drops the same share, pruned ids to
 # the OOV row) cost 0.6-0.9 % NE at 5.3x; this one <= 0.01 % at 7.5x (DIN, BST) and 5.0x
-# (xDeepFM) at 70 % on the eval days (bench/README.md "## Publisher").
+# (xDeepFM; 6.5x since a feature's embedding and first-order tables share one remap) at
+# 70 % on the eval days (bench/README.md "## Publisher").
 PUBLISH_PRUNE_FRACTION = 0.7  # share of all rows dropped (per table with "per_table"; None: no pruning)
 # True: prune the largest of PUBLISH_SWEEP_FRACTIONS <= PUBLISH_PRUNE_FRACTION whose in-memory
 # check on the VALIDATION split passes the gates below (int8 only if none); the SavedModel's
@@ -23,6 +24,9 @@ PUBLISH_DEFAULT_ROW = "centroids"  # "centroids" | "mean" | "oov" | "zeros"
 PUBLISH_TAIL_CENTROIDS = 256  # k-means centroids per pruned table (default row "centroids")
 PUBLISH_QUANTIZE = True
 PUBLISH_QUANTIZE_MIN_DIM = 4  # narrower tables (first-order, width 1) stay fp32
+# tables with fewer rows than this share of the largest table's stay as trained (fp32, no
+# remap): a few bytes, and an int8 lookup behind a remap costs ~9 more ops than a gather
+PUBLISH_MIN_TABLE_SHARE = 0.01
 # Gates: refuse the publish when the relative NE loss or the AUC / XAUC drop exceed these.
 PUBLISH_MAX_NE_LOSS = 0.0005  # 0.05 %
 PUBLISH_MAX_AUC_DROP = 0.001
@@ -69,7 +73,8 @@ def publish_config(**changes):
         sweep_criteria=list(PUBLISH_SWEEP_CRITERIA), sweep_max_examples=PUBLISH_SWEEP_MAX_EXAMPLES,
         prune_auto=PUBLISH_PRUNE_AUTO, full_every=PUBLISH_FULL_EVERY,
         delta_row_fraction=PUBLISH_DELTA_ROW_FRACTION, delta_priority=PUBLISH_DELTA_PRIORITY,
-        delta_dense=PUBLISH_DELTA_DENSE, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS)
+        delta_dense=PUBLISH_DELTA_DENSE, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS,
+        min_table_share=PUBLISH_MIN_TABLE_SHARE)
     return config.replace(**changes) if changes else config
 
 

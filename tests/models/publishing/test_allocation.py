@@ -83,3 +83,53 @@ def test_centroid_default_rows_are_the_means_of_their_pruned_ids():
     zeros = pruning.build_remap(kept, 61, "zeros")
     assert zeros.zero_row and zeros.centroid_rows == 0
     np.testing.assert_array_equal(pruning.compact_table(table, zeros)[-1], 0.0)
+
+
+@pytest.mark.parametrize("how", ["per_table", "global"])
+def test_tables_of_one_vocabulary_share_one_plan_ranked_by_their_summed_scores(how):
+    rng = np.random.default_rng(3)
+    v = 300
+    tables = {"emb_video_id": rng.normal(size=(v, 4)).astype(np.float32),
+              "linear_video_id": rng.normal(size=(v, 1)).astype(np.float32),
+              "emb_tab": rng.normal(size=(v, 4)).astype(np.float32)}
+    imp = {t: {"opt_state": rng.random(v)} for t in tables}
+    oov = {t: [v - 1] for t in tables}
+    row_bytes = {"emb_video_id": 8, "linear_video_id": 4, "emb_tab": 8}
+    groups = {"video_id": ["emb_video_id", "linear_video_id"]}
+    plans = allocation.allocate(tables, imp, 0.5, "opt_state", how, "oov", oov, row_bytes, groups=groups)
+    assert plans["emb_video_id"] is plans["linear_video_id"]  # one kept set, one remap
+    summed = imp["emb_video_id"]["opt_state"] + imp["linear_video_id"]["opt_state"]
+    if how == "per_table":
+        want = pruning.select_rows(summed, fraction=0.5, always_keep=[0, v - 1])
+        np.testing.assert_array_equal(plans["emb_video_id"].kept, want)
+        np.testing.assert_array_equal(plans["emb_tab"].kept, pruning.select_rows(
+            imp["emb_tab"]["opt_state"], fraction=0.5, always_keep=[0, v - 1]))
+    else:  # the group is one "table": summed scores per summed bytes (12), one remap of v uint16
+        want = allocation.global_keep({"video_id": summed, "emb_tab": imp["emb_tab"]["opt_state"]},
+                                      {"video_id": 12, "emb_tab": 8}, {"video_id": 2 * v, "emb_tab": 2 * v},
+                                      {"video_id": [0, v - 1], "emb_tab": [0, v - 1]}, 0.5)
+        np.testing.assert_array_equal(plans["emb_video_id"].kept, want["video_id"])
+        np.testing.assert_array_equal(plans["emb_tab"].kept, want["emb_tab"])
+        # half of the 2 v group rows + v tab rows, i.e. ⌊0.5 · 2v⌋ rows in all
+        assert plans["emb_video_id"].pruned + plans["emb_tab"].pruned == v
+    with pytest.raises(ValueError, match="differ in rows"):
+        allocation.allocate(dict(tables, linear_video_id=tables["linear_video_id"][:-1]), imp, 0.5, "l2_norm",
+                            how, "oov", oov, row_bytes, groups=groups)
+    with pytest.raises(ValueError, match="two groups"):
+        allocation.table_groups(list(tables), {"a": ["emb_tab", "emb_video_id"], "b": ["emb_tab"]})
+
+
+def test_centroids_of_a_group_cluster_the_members_rows_side_by_side():
+    rng = np.random.default_rng(4)
+    v = 200
+    tables = {"emb_video_id": rng.normal(size=(v, 3)).astype(np.float32),
+              "linear_video_id": rng.normal(size=(v, 1)).astype(np.float32)}
+    imp = {t: {"opt_state": rng.random(v)} for t in tables}
+    plans = allocation.allocate(tables, imp, 0.5, "saliency", "per_table", "centroids",
+                                {t: [v - 1] for t in tables}, {t: 4 for t in tables}, centroids=4,
+                                groups={"video_id": list(tables)})
+    plan = plans["emb_video_id"]
+    assert plan is plans["linear_video_id"] and plan.centroid_rows == 4
+    pruned = np.setdiff1d(np.arange(v), plan.kept)
+    side_by_side = np.concatenate([tables["emb_video_id"][pruned], tables["linear_video_id"][pruned]], axis=1)
+    np.testing.assert_array_equal(plan.remap[pruned] - len(plan.kept), pruning.tail_clusters(side_by_side, 4))

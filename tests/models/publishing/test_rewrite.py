@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from models import features as F
 from models.publishing import row_importance, rewrite
 from models.publishing.published_table import PublishedTable
 from models.publishing.quantization import dequantize_rows, quantize_rows
@@ -106,3 +107,98 @@ def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batc
     assert rows[1]["rows_kept"] < rows[1]["rows"]
     np.testing.assert_array_equal(model(x)["click_prob"].numpy(), want)  # the trained tables are back
     assert len(model.weights) == weights_before
+
+
+@pytest.fixture(scope="module")
+def xdeepfm_and_batch():
+    """xDeepFM: every feature has an embedding table and a width-1 first-order table."""
+    vocab = small_vocab_sizes()
+    x, _ = random_transformed(32, L, vocab, seed=2)
+    model = build_ranker(trainer_config("xdeepfm", L), vocab)
+    return model, x
+
+
+def _remap_gathers(concrete) -> int:
+    """Gathers of uint16 (remap) variables in a traced graph."""
+    return sum(1 for op in concrete.graph.get_operations()
+               if op.type == "ResourceGather" and op.get_attr("dtype") == tf.uint16)
+
+
+def test_tables_of_one_vocabulary_share_one_remap_exactly_and_count_it_once(xdeepfm_and_batch, tmp_path):
+    model, x = xdeepfm_and_batch
+    want = {k: v.numpy() for k, v in model(x).items()}
+    layer = row_importance.feature_layer(model)
+    features = sorted(layer.linear_tables)
+    assert features == sorted(layer.tables)
+    # a threshold below every score keeps every row: identity remaps, shared, fp32 rows
+    exact = _fresh_copy(model)
+    report = rewrite.publish_tables(exact, None, configs.publish_config(
+        prune_fraction=None, prune_threshold=-1.0, criterion="l2_norm", quantize=False))
+    published = row_importance.feature_layer(exact)
+    for f in features:
+        emb, lin = published.tables[f], published.linear_tables[f]
+        assert emb.remap is not None and emb.remap is lin.remap, f
+        assert report[f"linear_{f}"]["remap_shared_with"] == f"emb_{f}"
+    got = {k: v.numpy() for k, v in exact(x).items()}
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    # the report counts each shared remap once: the sum is the bytes of the distinct variables
+    distinct = {id(v): v for f in features for t in (published.tables[f], published.linear_tables[f])
+                for v in t.variables}
+    assert rewrite.tables_summary(report)["embedding_bytes_published"] == sum(
+        v.shape.num_elements() * v.dtype.size for v in distinct.values())
+    # one remap gather per ids tensor in the traced graph: targets + the history ids
+    concrete = tf.function(lambda inputs: exact(inputs)).get_concrete_function(
+        {k: tf.TensorSpec([None] + list(v.shape[1:]), tf.as_dtype(v.dtype)) for k, v in x.items()})
+    assert _remap_gathers(concrete) == len(features) + len(F.ITEM_ENTITIES)
+    # ... and stored once in the SavedModel: one uint16 [V] checkpoint entry per feature
+    tf.saved_model.save(exact, str(tmp_path / "sm"))
+    reader = tf.train.load_checkpoint(str(tmp_path / "sm" / "variables" / "variables"))
+    remaps = [k for k, dtype in reader.get_variable_to_dtype_map().items() if dtype == tf.uint16]
+    assert len(remaps) == len(features), remaps
+    tf.saved_model.save(model, str(tmp_path / "trained"))  # both graphs run through Grappler alike
+    np.testing.assert_array_equal(tf.saved_model.load(str(tmp_path / "sm"))(x)["click_prob"].numpy(),
+                                  tf.saved_model.load(str(tmp_path / "trained"))(x)["click_prob"].numpy())
+
+
+def test_pruned_int8_shared_remap_sends_both_tables_to_the_same_rows(xdeepfm_and_batch):
+    model, x = xdeepfm_and_batch
+    trained = {n: tf.convert_to_tensor(v).numpy() for n, v in
+               row_importance.embedding_tables(row_importance.feature_layer(model)).items()}
+    published = _fresh_copy(model)
+    report = rewrite.publish_tables(published, None, configs.publish_config(
+        prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4, allocation="per_table",
+        default_row="oov"))
+    layer = row_importance.feature_layer(published)
+    ids = np.arange(trained["emb_video_id"].shape[0])
+    remap = layer.tables["video_id"].remap.numpy().astype(np.int64)
+    assert layer.linear_tables["video_id"].remap is layer.tables["video_id"].remap
+    kept = np.flatnonzero(np.bincount(remap, minlength=remap.max() + 1)[remap] == 1)  # ids alone in their row
+    # summed score: each group drops ⌊V/2⌋ rows of both tables at once
+    assert report["emb_video_id"]["rows_kept"] == report["linear_video_id"]["rows_kept"] == len(ids) - len(ids) // 2
+    np.testing.assert_array_equal(tf.nn.embedding_lookup(layer.linear_tables["video_id"], ids).numpy()[kept],
+                                  trained["linear_video_id"][kept])
+    step = report["emb_video_id"]["max_abs_error"]
+    np.testing.assert_allclose(tf.nn.embedding_lookup(layer.tables["video_id"], ids).numpy()[kept],
+                               trained["emb_video_id"][kept], atol=step + 1e-7)
+    assert np.all(np.isfinite(published(x)["click_prob"].numpy()))
+
+
+def test_tables_below_the_min_share_of_the_largest_stay_as_trained():
+    vocab = dict(small_vocab_sizes(), video_id=100)  # 102 rows; every other table 14
+    x, _ = random_transformed(32, L, vocab, seed=3)
+    model = build_ranker(trainer_config("baseline", L), vocab)
+    want = model(x)["click_prob"].numpy()
+    report = rewrite.publish_tables(model, None, configs.publish_config(
+        prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4, allocation="per_table",
+        default_row="oov", min_table_share=0.2))  # 14 < 0.2 · 102 rows
+    assert report["emb_video_id"]["quantized"] and report["emb_video_id"]["rows_kept"] == 102 - 51
+    small = {name: e for name, e in report.items() if name != "emb_video_id"}
+    assert small and all(not e["quantized"] and e["rows_kept"] == e["rows"] == 14 for e in small.values())
+    assert all(e["bytes_published"] == e["bytes_fp32"] for e in small.values())
+    layer = row_importance.feature_layer(model)
+    for key, table in layer.tables.items():  # one gather of the fp32 rows, as trained
+        assert (table.remap is None and table.values.dtype == tf.float32) == (key != "video_id")
+    assert np.all(np.isfinite(model(x)["click_prob"].numpy())) and want.shape == (32, 1)
+    with pytest.raises(ValueError, match="min_table_share"):
+        configs.publish_config(min_table_share=1.0)
