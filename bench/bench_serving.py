@@ -8,7 +8,8 @@ pipeline/configs/. Served by the embedded server on loopback (`serving.http_serv
 Scenarios (keep-alive connections, pre-encoded JSON bodies, http.client):
 - {row format `serving_default`, columnar `serving_rank`} x {1, 100 candidates} x
   {1, 8 concurrent clients}: p50 / p99 latency (ms) and QPS;
-- in-process reference: the same SavedModel signature called directly (numpy feed);
+- in-process reference: the same SavedModel signature called directly, through the
+  server's own call (numpy feed -> flat call -> numpy) and with keyword tensors;
 - hot swaps: 8 clients on serving_rank x 100 while ``--swaps`` new versions are
   published (copy to a temp name, atomic rename): p99 during the swaps, failures.
 
@@ -155,28 +156,39 @@ def summary(lat, wall):
 
 
 def in_process(export_dir, rows, history_length, n_calls):
+    """The same SavedModel called in this process, two ways: ``flat`` = the server's own
+    call (`serving.servable.Signature`: numpy feed -> tensors -> flat concrete-function
+    call -> numpy), i.e. the REST request without JSON and HTTP; ``keyword`` = the
+    signature called with keyword tensors (structured binding; the figure of runs
+    before 2026-11-25)."""
     import tensorflow as tf
 
     from models import features as F
+    from serving.servable import Signature
 
     loaded = tf.saved_model.load(export_dir)
     spec = F.raw_feature_spec(history_length)
-    feed = {k: tf.constant(np.array([r[k].encode() if isinstance(r[k], str) else r[k]
-                                     for r in rows]), dtype=spec[k].dtype)
+    feed = {k: np.array([r[k].encode() if isinstance(r[k], str) else r[k] for r in rows],
+                        dtype=object if spec[k].dtype == tf.string else spec[k].dtype.as_numpy_dtype)
             for k in F.SERVING_RAW_FEATURES}
     out = {}
     for name, sig in (("row", "serving_default"), ("rank", "serving_rank")):
         fn = loaded.signatures[sig]
         f = {k: (v[:1] if name == "rank" and k in F.USER_CONTEXT_FEATURES else v)
              for k, v in feed.items()}
-        for _ in range(5):
-            fn(**f)
-        times = []
-        for _ in range(n_calls):
-            t = time.perf_counter()
-            {k: v.numpy() for k, v in fn(**f).items()}
-            times.append(time.perf_counter() - t)
-        out[name] = summary(times, sum(times))
+        tensors = {k: tf.constant(v, dtype=spec[k].dtype) for k, v in f.items()}
+        served = Signature(sig, fn)
+        calls = {"flat": lambda: served(f),
+                 "keyword": lambda: {k: v.numpy() for k, v in fn(**tensors).items()}}
+        for how, call in calls.items():
+            for _ in range(5):
+                call()
+            times = []
+            for _ in range(n_calls):
+                t = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - t)
+            out[name if how == "flat" else f"{name}_keyword"] = summary(times, sum(times))
     return out
 
 

@@ -25,6 +25,8 @@ from typing import Dict, List, Optional  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.python.eager import context  # noqa: E402
+from tensorflow.python.framework.ops import EagerTensor  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,11 @@ WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000  # WarmupConsts::kMaxNumRecords
 _VERSION_DIR = re.compile(r"^[0-9]{1,19}$")
 PREDICT_METHOD = "tensorflow/serving/predict"
+# numeric dtypes whose numpy arrays become eager tensors without conversion (strings:
+# object arrays, converted by tf.constant)
+_NUMPY_DTYPES = {d: np.dtype(d.as_numpy_dtype) for d in
+                 (tf.float16, tf.float32, tf.float64, tf.int8, tf.int16, tf.int32, tf.int64,
+                  tf.uint8, tf.uint16, tf.uint32, tf.uint64, tf.bool)}
 
 
 def saved_model_file(path: str) -> Optional[str]:
@@ -105,20 +112,29 @@ class Signature:
                         for k, t in self.inputs.items()}
 
     def __call__(self, feed: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        tensors = {k: tf.constant(v, dtype=self.inputs[k].dtype) for k, v in feed.items()}
         if self._flat is not None and feed.keys() == self.inputs.keys():
-            for k, t in tensors.items():
-                want, got = self._shapes[k], t.shape.as_list()
+            for k, v in feed.items():
+                want, got = self._shapes[k], np.shape(v)
                 if want is not None and (len(want) != len(got) or any(
                         w is not None and w != g for w, g in zip(want, got))):
-                    raise TypeError(f"input '{k}' has shape {got}; signature '{self.name}' "
+                    raise TypeError(f"input '{k}' has shape {list(got)}; signature '{self.name}' "
                                     f"takes {self.inputs[k].shape}")
-            result = self.fn._call_flat([tensors[k] for k in self._flat], self.fn.captured_inputs)
+            result = self.fn._call_flat([self._tensor(k, feed[k]) for k in self._flat],
+                                        self.fn.captured_inputs)
         else:
-            result = self.fn(**tensors)
+            result = self.fn(**{k: tf.constant(v, dtype=self.inputs[k].dtype) for k, v in feed.items()})
         if not isinstance(result, dict):
             result = {"output_0": result}
         return {k: v.numpy() for k, v in result.items()}
+
+    def _tensor(self, name: str, value) -> tf.Tensor:
+        """`value` as an eager tensor of the input's dtype. An array already of that dtype
+        is wrapped directly (what tf.constant does after its checks: ~10 us less per
+        input, 45 inputs per request); anything else goes through tf.constant."""
+        dtype = self.inputs[name].dtype
+        if isinstance(value, np.ndarray) and value.dtype == _NUMPY_DTYPES.get(dtype):
+            return EagerTensor(value, context.context().device_name, dtype.as_datatype_enum)
+        return tf.constant(value, dtype=dtype)
 
 
 class ServedVersion:

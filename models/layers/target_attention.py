@@ -62,9 +62,10 @@ class TargetAttention(keras.layers.Layer):
         - ``keys``: history item embeddings h, ``[batch, L, D]`` (L may be 0).
         - ``mask``: ``[batch, L]`` bool or 0/1, True/1 = real item, False/0 =
           padding. ``None`` = all items valid.
-        - ``keys`` and ``mask`` may have 1 row against ``batch`` queries (one user's
-          history, N candidates): they are broadcast, and the per-item part of the
-          first Dense is computed once (``_mlp_scores``).
+        - ``keys`` and ``mask`` may have a static batch of 1 against ``batch`` queries
+          (one user's history, N candidates; export's ``serving_rank``): only the
+          history's valid items are scored, the first Dense as one MatMul over the
+          targets (``_call_one_user``). Otherwise keys must have the query's rows.
 
     Output: ``[batch, D]``; with ``return_attention_scores=True`` a tuple
     ``(output, weights)`` with ``weights`` ``[batch, L]`` (0 at padding), e.g.
@@ -142,20 +143,24 @@ class TargetAttention(keras.layers.Layer):
         dim = query.shape[-1]
         if dim is None:
             raise ValueError("TargetAttention: the embedding dim D must be known.")
-        # query rows B_q and key rows B_k are B or 1 (one user's history against B targets)
-        rows = tf.maximum(tf.shape(query)[0], tf.shape(keys)[0])
-        length = tf.shape(keys)[1]
+        if mask is not None:
+            mask = tf.cast(mask, tf.bool)
+        # One user's history against B targets: keys (and mask) with a static batch of 1
+        # (serving_rank pins it), chosen when tracing, so the N-row graph (training,
+        # serving_default) has no branch and no broadcast.
+        if keys.shape[0] == 1 and query.shape[0] != 1 and (mask is None or mask.shape[0] == 1):
+            return self._call_one_user(query, keys[0], mask, dim, training, return_attention_scores)
+        rows, length = tf.shape(keys)[0], tf.shape(keys)[1]
         if mask is None:
             mask = tf.ones([rows, length], dtype=tf.bool)
-        else:
-            mask = tf.broadcast_to(tf.cast(mask, tf.bool), [rows, length])
 
         if self.scoring == "scaled_dot":
-            query_w = tf.matmul(query, self.key_kernel)  # t^T W, [B_q, D]
-            logits = tf.matmul(query_w[:, tf.newaxis, :], keys, transpose_b=True)[:, 0, :] / math.sqrt(dim)
-            weights = masked_softmax(logits, mask)
+            query_w = tf.matmul(query, self.key_kernel)  # t^T W, [B, D]
+            logits = tf.matmul(query_w[:, tf.newaxis, :], keys, transpose_b=True)[:, 0, :]
+            weights = masked_softmax(logits / math.sqrt(dim), mask)
         else:
-            scores = self._mlp_scores(query, keys, mask, rows, length, dim, training)
+            hidden = self._first_dense_concatenated(query, keys, dim)
+            scores = self._mlp_scores(hidden, tf.reshape(mask, [-1]), rows, length, training)
             if self.use_softmax:  # a row without valid items gets all-zero weights
                 weights = masked_softmax(scores, mask)
             else:
@@ -166,49 +171,71 @@ class TargetAttention(keras.layers.Layer):
             return output, weights
         return output
 
-    def _mlp_scores(self, query, keys, mask, rows, length, dim, training):
-        r"""Activation-unit scores [B, L]. The first Dense on [h, t, h - t, h ∘ t] is split
-        by blocks of its kernel W = [W_h; W_t; W_d; W_p] (rows of D each):
+    def _call_one_user(self, query, keys, mask, dim, training, return_attention_scores):
+        """One user's history ``keys`` [L, D] (``mask`` [1, L] or None) against B targets.
+        Only its K valid items are scored (padding gets weight 0 anyway), so the
+        per-pair work is B·K, not B·L; the first Dense is one MatMul
+        (``_first_dense_one_user``). Same values as the N-row path on tiled inputs."""
+        rows, length = tf.shape(query)[0], tf.shape(keys)[0]
+        if mask is not None:
+            valid = tf.cast(tf.where(tf.reshape(mask, [-1]))[:, 0], tf.int32)   # [K]
+            keys = tf.gather(keys, valid)                                        # [K, D]
+        if self.scoring == "scaled_dot":
+            logits = tf.matmul(tf.matmul(query, self.key_kernel), keys, transpose_b=True)
+            weights = tf.nn.softmax(logits / math.sqrt(dim))
+        else:
+            hidden = self._first_dense_one_user(query, keys, dim)
+            scores = self._mlp_scores(hidden, None, rows, tf.shape(keys)[0], training)
+            weights = tf.nn.softmax(scores) if self.use_softmax else scores
+        output = tf.matmul(weights, keys)  # Σ_i w_i h_i, [B, D]; zeros when K = 0
+        if not return_attention_scores:
+            return output
+        if mask is not None:  # [B, K] -> [B, L], 0 at padding
+            weights = tf.transpose(tf.scatter_nd(valid[:, tf.newaxis], tf.transpose(weights),
+                                                 tf.stack([length, rows])))
+        return output, weights
+
+    def _first_dense(self):
+        return self.hidden_layers[0] if self.hidden_layers else self.score_layer
+
+    def _first_dense_concatenated(self, query, keys, dim):
+        """The first Dense on [h, t, h - t, h ∘ t] for every (row, item) pair: [B·L, U]
+        (keys with the query's B rows; the paper's form)."""
+        queries = tf.broadcast_to(query[:, tf.newaxis, :], tf.shape(keys))
+        features = tf.concat([keys, queries, keys - queries, keys * queries], axis=-1)
+        return self._first_dense()(tf.reshape(features, [-1, 4 * dim]))
+
+    def _first_dense_one_user(self, query, keys, dim):
+        r"""The first Dense for one user's history ``keys`` [L, D] against B targets:
+        [B·L, U], as one MatMul. With its kernel split by blocks W = [W_h; W_t; W_d; W_p]
+        (rows of D each),
 
         .. math::
 
             W^\top [h, t, h - t, h \circ t] + b
-            = \underbrace{(W_h + W_d)^\top h}_{\text{per item}}
-            + \underbrace{(W_t - W_d)^\top t + b}_{\text{per target}}
-            + \underbrace{W_p^\top (h \circ t)}_{\text{per pair}}
+            = \underbrace{(W_h + W_d)^\top h + b}_{c_i,\ \text{per item}}
+            + \underbrace{(W_t - W_d)^\top t + W_p^\top (h \circ t)}_{t^\top M_i}, \qquad
+            M_{d,(i,u)} = h_{i,d} W_{p,du} + (W_t - W_d)_{du}
 
-        so only the D-wide product term is computed per (target, item) pair. When the keys
-        have 1 row (one user's history, B targets) the per-item and per-pair parts are folded
-        into one matrix per request, :math:`M_{d,(i,u)} = h_{i,d} W_{p,du} + (W_t - W_d)_{du}`,
-        and the layer is one MatMul ``t M + c`` with :math:`c_{(i,u)} = ((W_h + W_d)^\top h_i + b)_u`.
-        Same variables as the concatenated form (tests compare both forms with it).
+        so the layer is ``t M + c`` with M [D, L·U] built once per request. Same variables
+        as the concatenated form (tests compare both forms with them).
         """
-        layers = self.hidden_layers + [self.score_layer]
-        first = layers[0]
-        if not first.built:
+        first = self._first_dense()
+        if not first.built:  # the variables of the concatenated form: kernel [4D, U], bias [U]
             with tf.name_scope(first.name):
                 first.build(tf.TensorShape([None, 4 * dim]))
         kernel = tf.convert_to_tensor(first.kernel)
         w_h, w_t, w_d, w_p = (kernel[i * dim:(i + 1) * dim] for i in range(4))
-        item_w, target_w, units = w_h + w_d, w_t - w_d, first.units
+        m = tf.transpose(keys)[:, :, tf.newaxis] * w_p[:, tf.newaxis, :] + (w_t - w_d)[:, tf.newaxis, :]
+        c = tf.reshape(tf.nn.bias_add(tf.matmul(keys, w_h + w_d), first.bias), [-1])    # [L·U]
+        return tf.reshape(tf.nn.bias_add(tf.matmul(query, tf.reshape(m, [dim, -1])), c), [-1, first.units])
 
-        def per_pair():  # keys with B (or 1) rows
-            item_part = tf.reshape(tf.matmul(tf.reshape(keys, [-1, dim]), item_w),
-                                   [tf.shape(keys)[0], length, units])           # [B_k, L, U]
-            target_part = tf.nn.bias_add(tf.matmul(query, target_w), first.bias)  # [B_q, U]
-            pair = keys * query[:, tf.newaxis, :]                                 # [B, L, D]
-            hidden = tf.reshape(tf.matmul(tf.reshape(pair, [-1, dim]), w_p), [rows, length, units])
-            return tf.reshape(hidden + (item_part + target_part[:, tf.newaxis, :]), [-1, units])
-
-        def one_user():  # keys with 1 row: the three parts as one MatMul [B, D] @ [D, L·U]
-            h_t = tf.transpose(keys[0])                                           # [D, L]
-            m = h_t[:, :, tf.newaxis] * w_p[:, tf.newaxis, :] + target_w[:, tf.newaxis, :]
-            c = tf.reshape(tf.nn.bias_add(tf.matmul(keys[0], item_w), first.bias), [-1])
-            return tf.reshape(tf.nn.bias_add(tf.matmul(query, tf.reshape(m, [dim, -1])), c), [-1, units])
-
-        hidden = tf.cond(tf.equal(tf.shape(keys)[0], 1), one_user, per_pair)
-        # Score every (row, item) pair as one flat batch so Dice/PReLU see [N, units].
-        flat_mask = tf.reshape(mask, [-1])
+    def _mlp_scores(self, hidden, flat_mask, rows, length, training):
+        """Scores [B, L] from the first Dense's output ``hidden`` [B·L, U]: the activations
+        and the remaining Dense layers, every (row, item) pair as one flat batch so
+        Dice/PReLU see [B·L, units] (Dice's batch statistics skip the padded items of
+        ``flat_mask`` [B·L]; None = all valid)."""
+        layers = self.hidden_layers + [self.score_layer]
         for n, dense in enumerate(layers):
             if n:
                 hidden = dense(hidden)

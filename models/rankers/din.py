@@ -15,7 +15,7 @@
 The user-side inputs may have 1 row against N candidates (export's serving_rank): the
 feature layer, the attention and `din_input` broadcast rows where the two sides meet
 (models/layers/row_broadcast.py), so the history is embedded and projected once per
-request (`model.user_side_rows_broadcast`).
+request (`RowConcatenate(one_row_history=True)`, models/layers/row_broadcast.py).
 
 dual_attention=True adds the two-stage cross-scene attention
 (models/layers/dual_attention.py) next to v_U:
@@ -106,13 +106,13 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
                                    name="dual_attention")(
             feats["target_item"], feats["history"], inputs[HISTORY_SCENE_INPUT],
             inputs[F.transformed_name("tab")], profile, mask=feats["history_mask"]))
-    z = RowConcatenate(name="din_input")(parts + [feats["history_pooled"]])
+    # serving_rank may feed the user side with 1 row (models/training/export.py): every layer
+    # that meets both sides broadcasts rows (not DualAttention yet); the flag is saved in
+    # the layer's config, so a reloaded model keeps it
+    z = RowConcatenate(name="din_input", one_row_history=not dual_attention)(parts + [feats["history_pooled"]])
     activation = {"dice": lambda name: Dice(momentum=dice_momentum, name=name),
                   "prelu": keras.layers.PReLU}.get(mlp_activation, mlp_activation)
     z = mlp(z, mlp_hidden_units, activation, name="mlp")
     model = compile_ranker(inputs, z, heads, learning_rate=learning_rate, loss_weights=loss_weights,
                            name="din", **compile_options)
-    # serving_rank may feed the user side with 1 row (models/training/export.py): every layer
-    # that meets both sides broadcasts rows (not DualAttention yet)
-    model.user_side_rows_broadcast = not dual_attention
     return model

@@ -8,9 +8,9 @@
   the candidate-side inputs (`features.CANDIDATE_FEATURES`) batch N. The transform graph
   (row-wise: every output row depends on its own input row) runs once on the request as
   sent, so the user side is transformed once (batch 1) and broadcast to N rows before the
-  model, except the [L]-long history inputs of a model with `user_side_rows_broadcast`
-  (DIN): it takes them with 1 row and broadcasts inside its layers (history embedded and
-  projected once per request).
+  model, except the [L]-long history inputs of a model that takes them with 1 row
+  (`row_broadcast.takes_one_row_history`, DIN): they keep a static batch of 1 and the
+  model broadcasts inside its layers (history embedded and projected once per request).
   outputs[i] = serving_default(user ⊕ candidate_i) (REST: TF Serving's columnar
   `inputs` form, which allows different dimension 0); standard ops only (BroadcastTo);
 - `serving_dqc` (CQE head only): the raw named tensors plus `dqc_k` [B] (float, in
@@ -26,8 +26,7 @@ import tensorflow as tf
 
 from models import features as F
 from models import heads as heads_lib
-from models.layers.dual_attention import DualAttention
-from models.layers.row_broadcast import RowConcatenate
+from models.layers.row_broadcast import takes_one_row_history
 from models.watch_time.cqe import interpolate_quantile
 
 
@@ -35,6 +34,10 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     """`serving_default` (raw named tensors) and `serving_examples` (tf.Examples), both
     applying the transform graph then the model. Attaches the TFT layer to `model`."""
     model.tft_layer = tf_transform_output.transform_features_layer()
+    # A model that takes the [L]-long history inputs with 1 row gets them so (embedded and
+    # projected once); per-row scalars are broadcast before the model (cheap).
+    one_row_inputs = ({k for k, t in zip(model.input_names, model.inputs) if t.shape.rank > 1}
+                      if takes_one_row_history(model) else set())
     raw_spec = F.raw_feature_spec(history_length)
     serving_spec = {k: raw_spec[k] for k in F.SERVING_RAW_FEATURES}
 
@@ -83,13 +86,9 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
         # the history, not N) and are broadcast to the N candidates before the model.
         n = tf.shape(request[first_candidate])[0]
         transformed = model.tft_layer(dict(request))
-        # A model with `user_side_rows_broadcast` takes the [L]-long history inputs with 1 row
-        # (embedded and projected once); per-row scalars are broadcast here (cheap).
-        keep_one_row = set()
-        if takes_one_row_history(model):
-            keep_one_row = {k for k, t in zip(model.input_names, model.inputs) if t.shape.rank > 1}
-        return run_transformed({k: transformed[k] if k in keep_one_row else _broadcast_rows(transformed[k], n)
-                                for k in model.input_names})
+        # the static batch of 1 selects the layers' one-user forms when tracing
+        return run_transformed({k: _one_row(transformed[k]) if k in one_row_inputs
+                                else _broadcast_rows(transformed[k], n) for k in model.input_names})
 
     signatures = {
         "serving_default": serve_raw.get_concrete_function(),
@@ -109,17 +108,9 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     return signatures
 
 
-def takes_one_row_history(model) -> bool:
-    """True when `model` takes its [L]-long history inputs with 1 row against N rows of the
-    rest: `user_side_rows_broadcast` (set by build_din), or, for a model reloaded with
-    keras.models.load_model (which drops attributes, e.g. the publisher's), a model with a
-    RowConcatenate and no DualAttention (the DIN layout)."""
-    flag = getattr(model, "user_side_rows_broadcast", None)
-    if flag is not None:
-        return bool(flag)
-    layers = model.layers
-    return (any(isinstance(layer, RowConcatenate) for layer in layers)
-            and not any(isinstance(layer, DualAttention) for layer in layers))
+def _one_row(x):
+    """`x` with its static batch pinned to 1 (checked at run time)."""
+    return tf.ensure_shape(x, tf.TensorShape([1]).concatenate(x.shape[1:]))
 
 
 def _broadcast_rows(x, n):

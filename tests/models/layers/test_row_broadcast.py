@@ -1,5 +1,6 @@
 """Row broadcasting (one user's side with 1 row against B candidate rows)."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from models.layers.feature_layer import FeatureLayer
@@ -35,3 +36,14 @@ def test_feature_layer_history_with_one_row_equals_the_tiled_history():
         np.testing.assert_allclose(got[key].numpy()[0], want[key].numpy()[3], rtol=1e-6, atol=1e-7)
     for key in ("fields_flat", "numerics", "target_item", "linear_terms", "linear_logit"):
         np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_row_concatenate_carries_the_one_row_history_flag():
+    """The model-level flag serving_rank reads survives get_config / from_config (what
+    keras.models.load_model rebuilds the layer from); not a bool is refused."""
+    layer = RowConcatenate(one_row_history=True, name="din_input")
+    clone = RowConcatenate.from_config(layer.get_config())
+    assert clone.one_row_history is True and clone.name == "din_input"
+    assert RowConcatenate().get_config()["one_row_history"] is False
+    with pytest.raises(ValueError, match="one_row_history"):
+        RowConcatenate(one_row_history="yes")

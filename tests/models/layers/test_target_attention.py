@@ -177,7 +177,8 @@ def _brute_force_scores(att, query, keys, mask):
 def test_one_user_history_against_many_targets_equals_the_concatenated_form(batch):
     """Keys with 1 row (serving_rank: one user's history, B candidates) take the folded
     one-MatMul path; it equals the brute-force concatenated form on the tiled keys, and
-    the per-pair path of the same layer on tiled inputs (Dice at inference)."""
+    the concatenated path of the same layer (same variables) on tiled inputs (Dice at
+    inference)."""
     rng = np.random.default_rng(7)
     query = rng.normal(size=(batch, D)).astype(np.float32)
     keys1 = rng.normal(size=(1, L, D)).astype(np.float32)
@@ -197,12 +198,51 @@ def test_one_user_history_against_many_targets_equals_the_concatenated_form(batc
     np.testing.assert_allclose(out_one.numpy(), out_tiled.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_split_first_layer_keeps_the_variables():
-    """Same variable names and shapes as the concatenated Dense([4D] -> U) form, so
-    checkpoints of either form load into the other."""
+@pytest.mark.parametrize("key_rows", [2, 1])
+def test_both_forms_have_the_concatenated_variables(key_rows):
+    """Built first by either form (keys with N rows or one user's), the layer has the
+    concatenated Dense([4D] -> U) variables, so checkpoints load into both forms."""
     att = TargetAttention(hidden_units=(6, 3), name="target_attention")
-    att(tf.zeros([2, D]), tf.zeros([2, L, D]))
+    att(tf.zeros([2, D]), tf.zeros([key_rows, L, D]))
     shapes = {v.name: tuple(v.shape) for v in att.weights}
     assert shapes["target_attention/dense_0/kernel:0"] == (4 * D, 6)
     assert shapes["target_attention/dense_0/bias:0"] == (6,)
     assert shapes["target_attention/score/kernel:0"] == (3, 1)
+
+
+def _op_types(att, key_rows):
+    fn = tf.function(lambda q, k, m: att(q, k, mask=m, training=False), input_signature=[
+        tf.TensorSpec([None, D]), tf.TensorSpec([key_rows, L, D]), tf.TensorSpec([key_rows, L], tf.bool)])
+    return {op.type for op in fn.get_concrete_function().graph.get_operations()}
+
+
+def test_the_form_is_chosen_when_tracing():
+    """Keys with unknown rows (training, serving_default): the concatenated form, no branch,
+    no broadcast of the keys; keys with a static batch of 1 (serving_rank): the folded
+    MatMul, no concatenation of the pair features."""
+    att = TargetAttention(hidden_units=(6, 3), activation="dice")
+    n_rows, one_row = _op_types(att, None), _op_types(att, 1)
+    assert "ConcatV2" in n_rows and not {"If", "StatelessIf"} & n_rows
+    assert "ConcatV2" not in one_row and not {"If", "StatelessIf"} & one_row
+
+
+@pytest.mark.parametrize("scoring,use_softmax", [("mlp", True), ("mlp", False), ("scaled_dot", True)])
+@pytest.mark.parametrize("mask1", [[[1, 0, 1, 1, 0]], [[0, 0, 0, 0, 0]], None], ids=["some", "empty", "none"])
+def test_one_user_scores_only_valid_items_and_equals_the_tiled_call(scoring, use_softmax, mask1):
+    """The one-user path scores the K valid items only and scatters the weights back to
+    the L positions: same output and weights as the N-row path on tiled inputs, also for
+    an empty history (zeros) and without a mask."""
+    rng = np.random.default_rng(11)
+    query = rng.normal(size=(4, D)).astype(np.float32)
+    keys1 = rng.normal(size=(1, L, D)).astype(np.float32)
+    att = TargetAttention(hidden_units=(6, 3), activation="prelu", use_softmax=use_softmax,
+                          scoring=scoring)
+    m1 = None if mask1 is None else np.array(mask1, bool)
+    tiled_mask = None if m1 is None else np.repeat(m1, 4, 0)
+    want_out, want_w = att(query, np.repeat(keys1, 4, 0), mask=tiled_mask, return_attention_scores=True)
+    out, w = att(query, keys1, mask=m1, return_attention_scores=True)
+    np.testing.assert_allclose(w.numpy(), want_w.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), want_out.numpy(), rtol=1e-5, atol=1e-6)
+    if mask1 is not None and not np.any(mask1):
+        assert not np.any(out.numpy()) and not np.any(w.numpy())
+    np.testing.assert_allclose(att(query, keys1, mask=m1).numpy(), out.numpy(), rtol=1e-6, atol=1e-7)
