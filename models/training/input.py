@@ -108,7 +108,7 @@ def shuffle_labels(dataset, seed: int):
     """Diagnostic only (custom_config `shuffle_labels_seed`): permutes the labels of each
     (features, labels) batch, one permutation shared by every label, so the features no
     longer predict them while their joint distribution is unchanged. Trains a
-    deliberately degraded candidate (tests/test_e2e_pipeline.py, gating); never set it in production."""
+    deliberately degraded candidate (tests/e2e/test_e2e_pipeline.py, gating); never set it in production."""
     def permute(features, labels):
         n = tf.shape(next(iter(labels.values())))[0]
         perm = tf.random.shuffle(tf.range(n), seed=seed)

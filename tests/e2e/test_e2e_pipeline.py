@@ -9,14 +9,13 @@
    Transform from run 1 (checked), is evaluated against run 1's model (Resolver,
    LatestBlessedModelStrategy), fails the AUC floor and the allowed AUC drop ->
    NOT_BLESSED; the Pusher publishes nothing, the serving dir keeps run 1's version.
-3. A subset of the real KuaiRand-Pure logs in-process with DIN and both watch heads
-   (CREAD + CQE; skipped when ../shared/data/kuairand-pure is absent).
+(The real-log run is tests/e2e/test_real_logs.py: a file of its own, so pytest-xdist
+runs it beside this one.)
 
-Runs 1 and 3 also check the ModelReport (renders in headless Chromium, screenshot
+Run 1 also checks the ModelReport (renders in headless Chromium, screenshot
 under tests/artifacts/) and the TensorBoard tags under the pipeline root. Tests 1 and
 2 share run 1 (module fixture) and run in file order.
 """
-import csv
 import glob
 import os
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import e2e_utils
-from tests.conftest import KUAIRAND_DIR, ROOT
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
 CLI_MODEL_TYPE, CLI_WATCH_HEAD = "baseline", "regression"
@@ -68,7 +67,7 @@ def test_tfx_cli_local_engine_on_simulated_logs(cli_run):
     assert counts["bad_rows"] == 0
     assert e2e_utils.blessed(str(out))
     assert len(e2e_utils.pushed_versions(str(out))) == 1
-    _check_published(str(out))
+    e2e_utils.check_published(str(out))
     metrics = e2e_utils.evaluation_metrics(str(out))
     assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
     assert metrics["click_prob/gauc_num_users_used"] > 0 and 0.0 <= metrics["click_prob/gauc"] <= 1.0
@@ -78,24 +77,6 @@ def test_tfx_cli_local_engine_on_simulated_logs(cli_run):
     instances, predictions = e2e_utils.rest_predictions(str(out), n=5)
     e2e_utils.assert_predictions_in_range(instances, predictions)
     e2e_utils.check_report_and_tensorboard(str(out), "model_report_simulated.png", str(tmp_path))
-
-
-def _check_published(out):
-    """The Publisher (#10) published an int8 version that passed its gates, with a warmup
-    file, and the report has its section."""
-    from pipeline.artifacts import PipelineStore
-
-    report = PipelineStore.for_output_dir(out).publish_report()
-    assert report["decision"] == "published", report["reason"]
-    assert report["deltas"]["ne_loss"] <= report["config"]["max_ne_loss"]
-    assert any(t["quantized"] for t in report["tables"].values())
-    assert report["embedding_bytes_published"] * 3 < report["embedding_bytes_fp32"]
-    version_dir = os.path.dirname(e2e_utils.pushed_versions(out)[-1])
-    assert report["path"] == version_dir
-    assert os.path.exists(os.path.join(version_dir, "assets.extra", "tf_serving_warmup_requests"))
-    assert not [n for n in os.listdir(os.path.dirname(version_dir)) if not n.isdigit()]  # no temp left
-    page = open(os.path.join(e2e_utils.newest_report_dir(out), "index.html"), encoding="utf-8").read()
-    assert "<h2>Published model</h2>" in page
 
 
 def _executions(pipeline_root, component, output):
@@ -137,56 +118,6 @@ def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     # The report of the degraded run says so.
     page = open(os.path.join(e2e_utils.newest_report_dir(out), "index.html"), encoding="utf-8").read()
     assert "NOT BLESSED" in page and 'class="fail"' in page
-
-
-def _kuairand_subset(dst, user_modulo):
-    """Every log row of users with user_id % user_modulo == 0, plus the full side tables."""
-    os.makedirs(dst)
-    for name in os.listdir(KUAIRAND_DIR):
-        src = os.path.join(KUAIRAND_DIR, name)
-        if name.startswith("log_"):
-            with open(src, newline="") as fin, open(os.path.join(dst, name), "w", newline="") as fout:
-                reader, writer = csv.reader(fin), csv.writer(fout)
-                writer.writerow(next(reader))
-                writer.writerows(r for r in reader if int(r[0]) % user_modulo == 0)
-        elif name.endswith(".csv"):
-            os.symlink(src, os.path.join(dst, name))
-
-
-@pytest.mark.skipif(not glob.glob(os.path.join(KUAIRAND_DIR, "log_*.csv")),
-                    reason=f"real KuaiRand-Pure logs not found at {KUAIRAND_DIR}")
-def test_pipeline_on_real_kuairand_subset(tmp_path):
-    from tfx import v1 as tfx
-
-    from pipeline import configs
-    from pipeline.runners import build_local
-
-    logs = str(tmp_path / "kuairand")
-    _kuairand_subset(logs, user_modulo=12)
-    out = str(tmp_path / "out")
-    # DIN with both watch heads: target attention, CREAD (EAD asset) and CQE quantiles
-    # through Transform, Trainer, Evaluator, Pusher, REST and the report on real logs
-    trainer_config = configs.trainer_config("din", watch_head="cread+cqe")
-    tfx.orchestration.LocalDagRunner().run(build_local(logs, out, trainer_config=trainer_config))
-
-    counts = e2e_utils.dead_letter_counts(out)
-    assert counts["good_rows"] > 10000 and min(counts["splits"].values()) > 0
-    assert e2e_utils.blessed(out)
-    metrics = e2e_utils.evaluation_metrics(out)
-    assert 0.55 < metrics["click_prob/auc"] <= 1.0, metrics
-    assert 0.0 <= metrics["quantiles/mean_coverage_error"] < 0.1, metrics
-    _check_published(out)
-    instances, predictions = e2e_utils.rest_predictions(out, n=8)
-    e2e_utils.assert_predictions_in_range(instances, predictions)
-    for pred in predictions:
-        q = pred["quantiles"]
-        assert len(q) == configs.CQE["num_quantiles"] and all(b >= a for a, b in zip(q, q[1:]))
-    e2e_utils.check_report_and_tensorboard(out, "model_report_kuairand.png", str(tmp_path))
-    index = os.path.join(e2e_utils.newest_report_dir(out), "index.html")
-    assert "plots/quantile_calibration.png" in e2e_utils.image_sources(index)
-    tags = e2e_utils.tensorboard_tags(configs.output_paths(out)["pipeline_root"])
-    assert {"attention/target_attention/weights", "quantiles/spread", "cread/survival",
-            "model_analysis/overall/quantiles/mean_coverage_error"} <= tags, sorted(tags)
 
 
 def _free_port() -> int:

@@ -198,3 +198,21 @@ def check_report_and_tensorboard(output_dir: str, screenshot_name: str, tmp_dir:
     for feature in configs.EVAL_SLICE_FEATURES:
         assert any(t.startswith(f"model_analysis/{feature}=") and t.endswith("/click_prob/auc") for t in tags), feature
     return png
+
+
+def check_published(out):
+    """The Publisher (#10) published an int8 version that passed its gates, with a warmup
+    file, and the report has its section."""
+    from pipeline.artifacts import PipelineStore
+
+    report = PipelineStore.for_output_dir(out).publish_report()
+    assert report["decision"] == "published", report["reason"]
+    assert report["deltas"]["ne_loss"] <= report["config"]["max_ne_loss"]
+    assert any(t["quantized"] for t in report["tables"].values())
+    assert report["embedding_bytes_published"] * 3 < report["embedding_bytes_fp32"]
+    version_dir = os.path.dirname(pushed_versions(out)[-1])
+    assert report["path"] == version_dir
+    assert os.path.exists(os.path.join(version_dir, "assets.extra", "tf_serving_warmup_requests"))
+    assert not [n for n in os.listdir(os.path.dirname(version_dir)) if not n.isdigit()]  # no temp left
+    page = open(os.path.join(newest_report_dir(out), "index.html"), encoding="utf-8").read()
+    assert "<h2>Published model</h2>" in page

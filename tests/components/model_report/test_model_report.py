@@ -1,6 +1,6 @@
 """ModelReport parts on synthetic inputs: plots + HTML, discretizations, TensorBoard tags.
 
-The whole component runs in the e2e tests (tests/test_e2e_pipeline.py).
+The whole component runs in the e2e tests (tests/e2e/).
 """
 import math
 import os
