@@ -175,21 +175,31 @@ class TargetAttention(keras.layers.Layer):
         """One user's history ``keys`` [L, D] (``mask`` [1, L] or None) against B targets.
         Only its K valid items are scored (padding gets weight 0 anyway), so the
         per-pair work is B·K, not B·L; the first Dense is one MatMul
-        (``_first_dense_one_user``). Same values as the N-row path on tiled inputs."""
+        (``_first_dense_one_user``). Same values as the N-row path on tiled inputs.
+
+        A zero item follows the K valid ones with its weight forced to 0, so no tensor
+        is empty when K = 0 (a user with no history): oneDNN's fused MatMul aborts the
+        whole process on a zero-size input (``dnnl::error``, uncatchable; TF 2.16)."""
         rows, length = tf.shape(query)[0], tf.shape(keys)[0]
         if mask is not None:
             valid = tf.cast(tf.where(tf.reshape(mask, [-1]))[:, 0], tf.int32)   # [K]
             keys = tf.gather(keys, valid)                                        # [K, D]
+        k = tf.shape(keys)[0]
+        keys = tf.pad(keys, [[0, 1], [0, 0]])                                   # [K + 1, D]
+        real = tf.sequence_mask(k, k + 1)[tf.newaxis, :]                         # [1, K + 1]
         if self.scoring == "scaled_dot":
             logits = tf.matmul(tf.matmul(query, self.key_kernel), keys, transpose_b=True)
-            weights = tf.nn.softmax(logits / math.sqrt(dim))
+            weights = masked_softmax(logits / math.sqrt(dim), real)
         else:
             hidden = self._first_dense_one_user(query, keys, dim)
-            scores = self._mlp_scores(hidden, None, rows, tf.shape(keys)[0], training)
-            weights = tf.nn.softmax(scores) if self.use_softmax else scores
+            flat_real = tf.reshape(tf.tile(real, [rows, 1]), [-1])  # Dice's batch statistics skip the zero item
+            scores = self._mlp_scores(hidden, flat_real, rows, k + 1, training)
+            weights = (masked_softmax(scores, real) if self.use_softmax
+                       else scores * tf.cast(real, scores.dtype))
         output = tf.matmul(weights, keys)  # Σ_i w_i h_i, [B, D]; zeros when K = 0
         if not return_attention_scores:
             return output
+        weights = weights[:, :k]
         if mask is not None:  # [B, K] -> [B, L], 0 at padding
             weights = tf.transpose(tf.scatter_nd(valid[:, tf.newaxis], tf.transpose(weights),
                                                  tf.stack([length, rows])))

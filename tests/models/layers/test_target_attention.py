@@ -1,4 +1,6 @@
 """DIN target attention: masking, permutation equivariance, empty histories, numbers."""
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -246,3 +248,36 @@ def test_one_user_scores_only_valid_items_and_equals_the_tiled_call(scoring, use
     if mask1 is not None and not np.any(mask1):
         assert not np.any(out.numpy()) and not np.any(w.numpy())
     np.testing.assert_allclose(att(query, keys1, mask=m1).numpy(), out.numpy(), rtol=1e-6, atol=1e-7)
+
+
+_EMPTY_HISTORY_SCRIPT = """
+import os
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, tensorflow as tf
+from models.layers.target_attention import TargetAttention
+att = TargetAttention(hidden_units=(8, 4), activation="dice", use_softmax={softmax}, scoring="{scoring}")
+query = tf.constant(np.random.default_rng(0).normal(size=(5, 6)).astype(np.float32))
+keys = tf.zeros([1, 7, 6])
+call = tf.function(lambda q, k, m: att(q, k, mask=m, training=False, return_attention_scores=True),
+                   input_signature=[tf.TensorSpec([None, 6]), tf.TensorSpec([1, 7, 6]), tf.TensorSpec([1, 7], tf.bool)])
+out, w = call(query, keys, tf.zeros([1, 7], tf.bool))
+assert out.shape == (5, 6) and w.shape == (5, 7), (out.shape, w.shape)
+assert not np.any(out.numpy()) and not np.any(w.numpy())
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("scoring,use_softmax", [("mlp", False), ("mlp", True), ("scaled_dot", True)])
+def test_one_user_with_an_empty_history_runs_in_a_graph(scoring, use_softmax):
+    """A new user (no valid history item) through the traced one-user form, as
+    serving_rank runs it: zero output and weights. With K = 0 items the MLP used to get
+    zero-size inputs, on which oneDNN's fused MatMul aborts the process (dnnl::error),
+    so this runs in a subprocess and checks its exit status."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.run([sys.executable, "-c", _EMPTY_HISTORY_SCRIPT.format(scoring=scoring, softmax=use_softmax)],
+                          cwd=root, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root))
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]

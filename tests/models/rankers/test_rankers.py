@@ -88,16 +88,22 @@ def _check_serving_rank(loaded, history_length):
     assert all(spec[k].shape[0] == 1 for k in F.USER_CONTEXT_FEATURES)
     assert all(spec[k].shape[0] is None for k in F.CANDIDATE_FEATURES)
     rows = raw_rows(7, history_length, seed=5)
-    for r in rows:  # the same user on every row: what serving_rank broadcasts
-        r.update({k: rows[2][k] for k in F.USER_CONTEXT_FEATURES})
-    raw = raw_batch(rows, history_length)
-    want = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()})
-    got = rank(**{k: tf.constant(v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in raw.items()})
-    assert set(got) == set(want)
-    for name in want:
-        assert got[name].shape == want[name].shape and want[name].shape[0] == 7, name
-        np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=1e-6, atol=1e-7)
-    assert np.std(want["click_prob"].numpy()) > 0  # candidates differ: not a constant
+    new_user = dict(hist_len=0, hist_video_id=[-1] * history_length, hist_author_id=[-1] * history_length,
+                    hist_tab=[-1] * history_length, hist_is_click=[0] * history_length,
+                    hist_watch_time_s=[0.0] * history_length, hist_time_gap_s=[0.0] * history_length)
+    # a user with history, then a new user (no history: the one-user attention scores
+    # no item; it used to abort the process in oneDNN)
+    for user in (rows[2], dict(rows[2], **new_user)):
+        for r in rows:  # the same user on every row: what serving_rank broadcasts
+            r.update({k: user[k] for k in F.USER_CONTEXT_FEATURES})
+        raw = raw_batch(rows, history_length)
+        want = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()})
+        got = rank(**{k: tf.constant(v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in raw.items()})
+        assert set(got) == set(want)
+        for name in want:
+            assert got[name].shape == want[name].shape and want[name].shape[0] == 7, name
+            np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=1e-6, atol=1e-7)
+        assert np.std(want["click_prob"].numpy()) > 0  # candidates differ: not a constant
 
 
 NUM_Q = 9
