@@ -27,10 +27,21 @@ days but the last, validation = last train day, eval = eval days). Methods:
   mapped back through each duration group's quantile function);
 - ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/watch_time/d2q.py), the
   in-group percentile regressed and mapped back (D2Q_GROUPS groups of the train split);
-- ``cread_sweep``: CREAD with equal-frequency vs EAD thresholds at the (M, beta) of SWEEP.
+- ``cread_sweep``: CREAD with equal-frequency vs EAD thresholds at the (M, beta) of SWEEP;
+- ``median``: the conditional median (MAE's minimiser): heads.WatchTimeQuantileHead, pinball
+  at τ = 0.5 on log1p(y) (``quantile_t<τ>``, e.g. quantile_t0.45: another τ, tuned on the
+  validation day); ``median_seconds``: the same head with L1 in seconds (the error MAE
+  measures); ``median_tower``: with its own ReLU layer (MEDIAN_TOWER); every CQE method
+  also reports ``<method>_median`` (its t_0.5);
+- ``d2q_median``: D2Q with L1 on the in-group percentile (the median percentile, mapped back);
+- ``watch_ratio`` / ``watch_ratio_median``: heads.WatchRatioHead, label min(watch /
+  max(duration, 1 s), WATCH_RATIO_CAP), MSE / L1, seconds = ratio × max(duration, 1 s) (raw
+  duration of the examples); ``marginal`` also gives ``marginal_median`` and
+  ``duration_group_median`` (each D2Q duration group's train median: no model).
 
-Per method: mae (s), xauc, xgauc (per-user XAUC, impression-weighted; users with one label
-value skipped), mean_calibration_gap (sum_b n_b |mean pred_b - mean y_b| / n over prediction
+Per method, on the eval days and (``validation``, the day to tune on) the validation day:
+mae (s), xauc, xgauc (per-user XAUC, impression-weighted; users with one label value
+skipped), mean_calibration_gap (sum_b n_b |mean pred_b - mean y_b| / n over prediction
 deciles: the E[y] error that real logs can measure), click_auc (of the multi-task click
 head), coverage_error = mean_τ |P(y <= t_τ) − τ| over τ ∈ {0.1, ..., 0.9} (CQE only), and
 the ``ead`` block (α, β, M, thresholds, J of every candidate, from the transform graph
@@ -47,6 +58,8 @@ are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL 
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
 BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE),
 BENCH_TRAIN_ROWS (0 = all: a random subset of the real train split, for bounded runs),
+BENCH_PRED_DIR (unset: off; a folder for <block>_<method>.npz, each method's validation and eval
+predictions),
 LOG_SIGNALS (models/features.py: the leakage-free signals as model inputs, recorded as
 ``log_signals``; use a BENCH_WORK per setting, the cached Transform does not key on it).
 """
@@ -68,9 +81,13 @@ from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,  # noqa: E402
 from bench.watchtime_variants import CQE_VARIANTS, cqe_predictions, expand_methods, sweep_thresholds  # noqa: E402
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
-           "d2q", "cqe_shared", "cqe_tower_seconds", "cqe_sum", "cqe_d2q", "cread_sweep")
+           "d2q", "cqe_shared", "cqe_tower_seconds", "cqe_sum", "cqe_d2q", "cread_sweep",
+           "median", "median_seconds", "median_tower", "d2q_median", "watch_ratio", "watch_ratio_median")
 DEFAULT_METHODS = METHODS[:8]  # the table; the #13 diagnostics (CQE variants, EAD sweep) by BENCH_METHODS
 D2Q_GROUPS = 30  # duration groups (Zhan et al. 2022 use 30 on KuaiRand-like data)
+MEDIAN_TOWER = (64,)  # median_tower: the median head's own ReLU layer(s)
+WATCH_RATIO_CAP = 2.0  # the cap of LogExampleGen's watch-ratio signals
+RAW_COLUMNS = ("user_id", "video_id", "time_ms", "duration_s")  # raw columns of every split (split_columns)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
 SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator/ QUANTILE_LEVELS
 
@@ -102,13 +119,25 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
         from models.watch_time import cqe
         from pipeline import configs
 
-        train_y, n_eval = data[1], len(next(iter(data[4].values())))
+        from models.watch_time.d2q import D2Q
+
+        train_y, raw = data[1], data[5]
+        n_eval = len(next(iter(data[4].values())))
         taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
-        mean, q = np.full(n_eval, float(np.mean(train_y["watch_time_s"]))), np.tile(
-            np.quantile(train_y["watch_time_s"], taus), (n_eval, 1))
+        y = train_y["watch_time_s"]
+        groups = D2Q(raw["train"]["duration_s"], y, num_groups=D2Q_GROUPS)
+
+        def refs(split, n):  # no-model references: the train split's mean / median / group median
+            return {"marginal_mean": np.full(n, float(np.mean(y))), "marginal_median": np.full(n, float(np.median(y))),
+                    "duration_group_median": groups.watch_time(raw[split]["duration_s"], np.full(n, 0.5))}
+
+        n_val = len(data[3]["watch_time_s"])
+        mean, q = np.full(n_eval, float(np.mean(y))), np.tile(np.quantile(y, taus), (n_eval, 1))
         return {"train_seconds": 0.0, "click_prob": np.full(n_eval, float(np.mean(train_y["click_prob"]))),
-                "marginal_mean": mean, "quantiles": q, "quantiles_raw": q, "raw_cde": mean,
-                "offsets": np.zeros(taus.size), "extra": {}}
+                **refs("eval", n_eval), "quantiles": q, "quantiles_raw": q, "raw_cde": mean,
+                "offsets": np.zeros(taus.size), "extra": {},
+                "validation": {"click_prob": np.full(n_val, float(np.mean(train_y["click_prob"]))),
+                               **refs("validation", n_val)}}
     import tensorflow as tf
     import tf_keras as keras
 
@@ -129,7 +158,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     from models.watch_time.d2q import D2Q
 
     duration_key = F.transformed_name("duration_s")
-    if method in ("d2q", "cqe_d2q"):
+    if method in ("d2q", "cqe_d2q", "d2q_median"):
         d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
     if method in CQE_VARIANTS:
         config = config.replace(watch_head="cqe", cqe=dict(configs.CQE, **CQE_VARIANTS[method]))
@@ -145,8 +174,17 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     elif method == "wlr":
         heads = [H.ClickHead(), H.WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
                  H.RankingScoreHead("click_prob")]
-    elif method == "d2q":
-        heads = [H.ClickHead(), H.D2qPercentileHead(), H.RankingScoreHead("click_prob")]
+    elif method in ("d2q", "d2q_median"):
+        heads = [H.ClickHead(), H.D2qPercentileHead("mae" if method == "d2q_median" else "mse"),
+                 H.RankingScoreHead("click_prob")]
+    elif method.startswith("median") or method.startswith("quantile_t"):  # pinball at tau (median: 0.5)
+        tau = 0.5 if method.startswith("median") else float(method[len("quantile_t"):])
+        heads = [H.ClickHead(), H.WatchTimeQuantileHead(tau, "seconds" if method == "median_seconds" else "log1p",
+                                                        MEDIAN_TOWER if method == "median_tower" else ()),
+                 H.RankingScoreHead("click_prob")]
+    elif method in ("watch_ratio", "watch_ratio_median"):
+        heads = [H.ClickHead(), H.WatchRatioHead(WATCH_RATIO_CAP, "mae" if method.endswith("median") else "mse"),
+                 H.RankingScoreHead("click_prob")]
     elif method.startswith("cread"):
         config = config.replace(watch_head="cread")
         thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
@@ -154,40 +192,73 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     else:
         config = config.replace(watch_head=method)
     model = build_ranker(config, sizes, heads=heads, ead_thresholds=thresholds)
-    train_x, train_y, val_x, val_y, eval_x = data
+    train_x, train_y, val_x, val_y, eval_x, raw = data
 
-    def labels(x, y):
+    def labels(x, y, split):
         out = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
         if d2q is not None:
             p = d2q.percentile(x[duration_key], y["watch_time_s"]).astype(np.float32)
             out["quantiles" if method == "cqe_d2q" else "d2q_percentile"] = p
+        if H.WATCH_RATIO_OUTPUT in model.output_names:
+            out[H.WATCH_RATIO_OUTPUT] = H.watch_ratio(y["watch_time_s"], raw[split]["duration_s"],
+                                                      WATCH_RATIO_CAP).astype(np.float32)
         return out
 
-    train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_x, train_y)))
+    train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_x, train_y, "train")))
                 .shuffle(len(train_y["click_prob"]), seed=0).batch(batch_size).prefetch(2))
-    val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_x, val_y))).batch(4096)
+    val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_x, val_y, "validation"))).batch(4096)
     t0 = time.time()
     fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
+    train_seconds = time.time() - t0
+
+    def estimates(x, split, pred):  # {estimate name: seconds} of one split's predictions
+        if method == "d2q" or method == "d2q_median":
+            return {method: d2q.watch_time(x[duration_key], pred["d2q_percentile"].reshape(-1))}
+        if H.WATCH_RATIO_OUTPUT in pred:
+            return {method: pred[H.WATCH_RATIO_OUTPUT].reshape(-1).astype(np.float64)
+                    * np.maximum(raw[split]["duration_s"].astype(np.float64), 1.0)}
+        return {method: pred["watch_time_s"].reshape(-1)}
+
     pred = model.predict(eval_x, batch_size=4096, verbose=0)
-    out = {"train_seconds": time.time() - t0, "click_prob": pred["click_prob"].reshape(-1), "extra": extra}
+    val_pred = model.predict(val_x, batch_size=4096, verbose=0)
+    out = {"train_seconds": train_seconds, "click_prob": pred["click_prob"].reshape(-1), "extra": extra,
+           "validation": {"click_prob": val_pred["click_prob"].reshape(-1)}}
     if method in CQE_VARIANTS:
         out.update(cqe_predictions(method, model, d2q, (duration_key, val_x, val_y, eval_x), pred))
-    elif method == "d2q":
-        out["d2q"] = d2q.watch_time(eval_x[duration_key], pred["d2q_percentile"].reshape(-1))
     else:
-        out[method] = pred["watch_time_s"].reshape(-1)
+        out.update(estimates(eval_x, "eval", pred))
+        out["validation"].update(estimates(val_x, "validation", val_pred))
     return out
+
+
+def point_metrics(y, pred, user_ids, click_y, click_prob) -> dict:
+    """MAE, XAUC, XGAUC, calibration gap, click AUC, mean prediction of one split."""
+    from models.evaluation import metrics
+
+    pred = np.asarray(pred, np.float64)
+    xg = metrics.xgauc(user_ids, y, pred)
+    return {"mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
+            "xgauc": round(xg["xgauc"], 5), "xgauc_users": xg["num_users_used"],
+            "mean_calibration_gap": round(metrics.mean_calibration_by_bin(y, pred, 10)["mean_abs_gap"], 4),
+            "click_auc": round(metrics.auc(np.asarray(click_y).reshape(-1), click_prob), 5),
+            "mean_prediction": round(float(pred.mean()), 4), "mean_label": round(float(y.mean()), 4)}
 
 
 def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
                      tag, user_ids, truth=None, records=None, on_record=lambda: None):
     """Records of every method on one data set (truth: optional simulator ground truth),
-    appended to `records` (on_record() after each: the bench writes partial results)."""
+    appended to `records` (on_record() after each: the bench writes partial results).
+    Every record carries the same point metrics on the validation day (``validation``:
+    the day to tune on; CQE's conformal offsets are fitted there, so its validation
+    figures are in-sample for the offsets)."""
     from models.evaluation import metrics
     from models.watch_time import cqe
     from pipeline import configs
 
     y = eval_y["watch_time_s"].reshape(-1).astype(np.float64)
+    val_y = data[3]
+    val_watch = val_y["watch_time_s"].reshape(-1).astype(np.float64)
+    val_users = data[5]["validation"]["user_id"]
     taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
     records = [] if records is None else records
 
@@ -197,22 +268,32 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                 {str(t): round(float(c), 4) for t, c in zip(COVERAGE_TAUS,
                                                             metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))})
 
+    pred_dir = os.environ.get("BENCH_PRED_DIR", "")
+    if pred_dir:
+        os.makedirs(pred_dir, exist_ok=True)
+        raw = data[5]
+        np.savez(os.path.join(pred_dir, f"{tag}_labels.npz"), eval_watch=y, validation_watch=val_watch,
+                 eval_click=eval_y["click_prob"].reshape(-1), validation_click=val_y["click_prob"].reshape(-1),
+                 eval_user=user_ids, validation_user=val_users, eval_duration=raw["eval"]["duration_s"],
+                 validation_duration=raw["validation"]["duration_s"])
     for method in expand_methods(methods):
         res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length)
+        if pred_dir:  # the point estimates of both days, for analyses without retraining
+            names = [k for k in res.get("validation", {}) if k != "click_prob"]
+            np.savez(os.path.join(pred_dir, f"{tag}_{method}.npz"), eval_click_prob=res["click_prob"],
+                     validation_click_prob=res["validation"]["click_prob"],
+                     **{f"eval_{k}": res[k] for k in names}, **{f"validation_{k}": res["validation"][k] for k in names})
         for name, pred in res.items():
-            if name in ("train_seconds", "quantiles", "click_prob", "quantiles_raw", "raw_cde", "offsets", "extra"):
+            if name in ("train_seconds", "quantiles", "click_prob", "quantiles_raw", "raw_cde", "offsets", "extra",
+                        "validation"):
                 continue
             pred = np.asarray(pred, np.float64)
-            xg = metrics.xgauc(user_ids, y, pred)
-            calib = metrics.mean_calibration_by_bin(y, pred, 10)
-            rec = {"method": name, "mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
-                   "xgauc": round(xg["xgauc"], 5), "xgauc_users": xg["num_users_used"],
-                   "mean_calibration_gap": round(calib["mean_abs_gap"], 4),  # by prediction decile, seconds
-                   "coverage_error": None,
-                   "click_auc": round(metrics.auc(eval_y["click_prob"].reshape(-1), res["click_prob"]), 5),
-                   "mean_prediction": round(float(pred.mean()), 4),
-                   "mean_label": round(float(y.mean()), 4), "train_seconds": round(res["train_seconds"], 1),
-                   **res["extra"]}
+            # mean_calibration_gap: by prediction decile, seconds
+            rec = {"method": name, **point_metrics(y, pred, user_ids, eval_y["click_prob"], res["click_prob"]),
+                   "coverage_error": None, "train_seconds": round(res["train_seconds"], 1), **res["extra"]}
+            if name in res.get("validation", {}):
+                rec["validation"] = point_metrics(val_watch, res["validation"][name], val_users,
+                                                  val_y["click_prob"], res["validation"]["click_prob"])
             if "quantiles" in res:
                 rec["coverage_error"], rec["coverage_by_tau"] = coverage(res["quantiles"])
                 rec["coverage_error_raw"], rec["coverage_by_tau_raw"] = coverage(res["quantiles_raw"])
@@ -245,19 +326,27 @@ def prepare(logs, work, train_days, eval_days, history_length):
     splits, _, info = load_splits(examples_dir, tft_output, history_length)
     (train_x, train_y, _), (val_x, val_y, _), (eval_x, eval_y, _) = (splits[k] for k in ("train", "validation",
                                                                                         "eval"))
+    raw = {k: split_columns(examples_dir, k) for k in ("train", "validation", "eval")}
+    for k, (_, _, meta) in splits.items():  # same rows, same order as load_splits
+        if not np.array_equal(raw[k]["user_id"], meta["user"]) or not np.array_equal(raw[k]["time_ms"],
+                                                                                      meta["time_ms"]):
+            raise RuntimeError(f"split {k}: the raw columns are not in load_splits' row order")
     path = os.path.abspath(logs)
     info = dict(info, logs=("<tmp>" + path[len("/tmp"):]) if path.startswith("/tmp/") else os.path.relpath(path, ROOT),
                 eval_days=eval_days)
-    return (vocab_sizes(tft_output), report, (train_x, train_y, val_x, val_y, eval_x), eval_y,
-            eval_keys(examples_dir), info)
+    return (vocab_sizes(tft_output), report, (train_x, train_y, val_x, val_y, eval_x, raw), eval_y,
+            raw["eval"], info)
 
 
-def eval_keys(examples_dir):
-    """(user_id, video_id, time_ms) of the eval examples, in load_split's order."""
+def split_columns(examples_dir, split, columns=RAW_COLUMNS):
+    """Raw columns (RAW_COLUMNS: user_id, video_id, time_ms, duration_s) of a split's
+    examples, in load_split's order."""
     import tensorflow as tf
 
-    files = sorted(glob.glob(os.path.join(examples_dir, "Split-eval", "*")))
-    spec = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("user_id", "video_id", "time_ms")}
+    from models import features as F
+
+    files = sorted(glob.glob(os.path.join(examples_dir, f"Split-{split}", "*")))
+    spec = {k: F.raw_feature_spec(1)[k] for k in columns}
     cols = {k: [] for k in spec}
     for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096):
         parsed = tf.io.parse_example(records, spec)
@@ -298,7 +387,7 @@ def main() -> int:
     logs = os.environ.get("LOGS") or DEFAULT_LOGS
     methods = [m.strip() for m in (os.environ.get("BENCH_METHODS") or ",".join(DEFAULT_METHODS)).split(",")
                if m.strip()]
-    unknown = set(methods) - set(METHODS)
+    unknown = {m for m in methods if m not in METHODS and not m.startswith("quantile_t")}
     if unknown:
         raise ValueError(f"unknown BENCH_METHODS {sorted(unknown)}; known: {METHODS}")
     epochs = int(os.environ.get("BENCH_EPOCHS", "1"))
@@ -332,7 +421,8 @@ def main() -> int:
         rows = int(os.environ.get("BENCH_TRAIN_ROWS", "0"))
         if 0 < rows < info["train_examples"]:  # a bounded run: a random subset of the train split
             pick = np.sort(np.random.default_rng(0).choice(info["train_examples"], rows, replace=False))
-            data = ({k: v[pick] for k, v in data[0].items()}, {k: v[pick] for k, v in data[1].items()}) + data[2:]
+            data = ({k: v[pick] for k, v in data[0].items()}, {k: v[pick] for k, v in data[1].items()}) + data[2:5] + (
+                dict(data[5], train={k: v[pick] for k, v in data[5]["train"].items()}),)
             info = dict(info, train_examples_used=rows)
         result["real"] = {"data": info, "ead": ead_block(report), "methods": []}
         evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h, "real", keys["user_id"],
@@ -358,7 +448,8 @@ def main() -> int:
         sizes, report, data, eval_y, keys, info = prepare(sim_logs, os.path.join(work, "sim"), days[:-2],
                                                           days[-2:], h)
         truth = pd.read_csv(os.path.join(sim_logs, TRUTH_FILE))
-        order = pd.DataFrame(keys).merge(truth, on=["user_id", "video_id", "time_ms"], how="left")
+        on = ["user_id", "video_id", "time_ms"]
+        order = pd.DataFrame({k: keys[k] for k in on}).merge(truth, on=on, how="left")
         if order["expected_watch_time_s"].isna().any():
             raise RuntimeError("simulator truth does not cover every eval example")
         qcols = [c for c in truth.columns if c.startswith("q") and c.endswith("_s")]
@@ -375,13 +466,15 @@ def main() -> int:
         if block not in result:
             continue
         print(f"\n[{block}] {'method':<24}{'mae':>9}{'xauc':>8}{'xgauc':>8}{'calib':>8}{'cov_err':>9}{'raw':>8}"
-              + (f"{'mae_vs_E':>10}" if block == "simulator" else ""))
+              + (f"{'mae_vs_E':>10}" if block == "simulator" else f"{'val_mae':>9}{'val_xauc':>9}{'val_xg':>8}"))
         for r in result[block]["methods"]:
             cov = "-" if r["coverage_error"] is None else f"{r['coverage_error']:.4f}"
             raw = f"{r['coverage_error_raw']:.4f}" if "coverage_error_raw" in r else "-"
             print(f"{'':>{len(block) + 3}}{r['method']:<24}{r['mae']:>9.3f}{r['xauc']:>8.4f}{r['xgauc']:>8.4f}"
                   f"{r['mean_calibration_gap']:>8.2f}{cov:>9}{raw:>8}"
-                  + (f"{r['mae_vs_true_mean']:>10.3f}" if block == "simulator" else ""))
+                  + (f"{r['mae_vs_true_mean']:>10.3f}" if block == "simulator" else
+                     "".join(f"{r['validation'][k]:>{w}.4f}" for k, w in (("mae", 9), ("xauc", 9), ("xgauc", 8)))
+                     if "validation" in r else ""))
     print(f"[bench-watchtime] wrote {out_path} ({time.time() - t0:.0f}s)")
     return 0
 

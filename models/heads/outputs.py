@@ -15,9 +15,11 @@ QUANTILES_OUTPUT = "quantiles"
 CSE_OUTPUT, DQC_OUTPUT, CDE_OUTPUT = "cse", "dqc", "cde"
 RANKING_OUTPUT = "ranking_score"
 # Bench baselines (not a pipeline watch head): WLR's logit, D2Q's percentile (its
-# label is computed from the duration groups, not a feature).
+# label is computed from the duration groups, not a feature), the watch ratio (label
+# from the raw duration).
 WLR_LOGIT_OUTPUT = "wlr_logit"
 D2Q_PERCENTILE_OUTPUT = "d2q_percentile"
+WATCH_RATIO_OUTPUT = "watch_ratio"  # capped watch / duration (label from the raw duration)
 # Outputs that only exist to carry a loss: not part of the serving signatures.
 TRAINING_ONLY_OUTPUTS = (CREAD_LOGITS_OUTPUT, WLR_LOGIT_OUTPUT)
 # Which label every lossy output trains on (labels from models.features).
