@@ -127,6 +127,29 @@ def test_manager_without_a_server(tmp_path):
     assert manager.version_status(2)["model_version_status"][0]["state"] == "AVAILABLE"
 
 
+def test_an_unloaded_version_is_freed_by_the_poller_once_no_request_holds_it(tmp_path):
+    """A swapped-out version stays alive while a request still holds it (a request in
+    flight), and the poller frees it on its next pass after that, not the request's
+    thread (its teardown takes seconds of CPU); the heap is left frozen for the GC."""
+    import gc
+    import weakref
+
+    base = tmp_path / MODEL
+    manager = ModelManager(MODEL, str(base), poll_wait_seconds=0)
+    save_model(base / "1")
+    assert manager.poll() is True
+    in_flight = manager.get()
+    old = weakref.ref(in_flight)
+    publish(str(base), 2, watch_offset=1.0)
+    assert manager.poll() is True and manager.available_versions() == [2]
+    assert old() is in_flight and manager.version_status(1)["model_version_status"][0]["state"] == "END"
+    del in_flight  # the request ends: the version is kept until the poller frees it
+    assert old() is not None
+    assert manager.poll() is False  # nothing swapped; the version freed (cycles collected)
+    assert old() is None and gc.get_freeze_count() > 0
+    gc.unfreeze()
+
+
 def test_failed_load_is_retried_and_vanished_versions_unload(tmp_path):
     """Defect 5: saved_model.pb before variables/ fails once, then loads on retry; with
     every version dir deleted the model is unavailable (not served from memory)."""
