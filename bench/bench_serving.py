@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     p.add_argument("--model-dir", help="a published version dir (default: build a DIN)")
     p.add_argument("--requests", type=int, default=200, help="requests per client, 1 client")
     p.add_argument("--requests-8", type=int, default=40, help="requests per client, 8 clients")
-    p.add_argument("--swaps", type=int, default=3)
+    p.add_argument("--swaps", type=int, default=20, help="hot swaps under 8 clients (#11: 0 failures across 20)")
     p.add_argument("--work", help="scratch dir, kept (a model built there is reused)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "serving.json"))
     args = p.parse_args(argv)
