@@ -17,8 +17,9 @@
    <= PUBLISH_PRUNE_FRACTION passing the gates there; at that fraction the variants
    published / pruned only / int8 only / per-table allocation / other default rows.
 5. Exports the trained and the published SavedModels with export_serving_model, times
-   `serving_default` on requests of 100 candidates (the two models called in turn, so a
-   load change on a shared machine hits both alike) and counts the ops of the functions
+   `serving_default` and `serving_rank` on requests of 100 candidates (the two models
+   called in turn, so a load change on a shared machine hits both alike) and counts the
+   ops of the functions
    `serving_default` runs in each (load-independent: `serving_default_ops`).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_MODELS, BENCH_EPOCHS (1), BENCH_MAX_TRAIN_ROWS,
@@ -79,17 +80,20 @@ def graph_ops(export_dir: str, signature: str = "serving_default") -> dict:
     return dict(sorted(ops.items()))
 
 
-def interleaved_latency_ms(export_dirs, serialized, calls, history_length):
-    """[(p50, p99)] of serving_default per SavedModel on one request of len(serialized)
-    candidates, the models called in turn (call i of every model back to back), so a
-    load change on the shared machine hits them alike."""
+def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signature="serving_default"):
+    """[(p50, p99)] of `signature` per SavedModel on one request of len(serialized)
+    candidates (`serving_rank`: the first row's user side, batch 1), the models called in
+    turn (call i of every model back to back), so a load change on the shared machine
+    hits them alike."""
     import tensorflow as tf
 
     from models import features as F
 
     spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
     request = tf.io.parse_example(tf.constant(serialized), spec)
-    serves = [tf.saved_model.load(d).signatures["serving_default"] for d in export_dirs]
+    if signature == "serving_rank":
+        request = {k: (v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in request.items()}
+    serves = [tf.saved_model.load(d).signatures[signature] for d in export_dirs]
     for serve in serves:
         for _ in range(5):
             serve(**request)
@@ -190,6 +194,8 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     export_serving_model(model, tft_output, config.history_length, published_dir)
     fp32_ms, pub_ms = interleaved_latency_ms([trained_dir, published_dir], serialized, latency_calls,
                                              config.history_length)
+    fp32_rank, pub_rank = interleaved_latency_ms([trained_dir, published_dir], serialized, latency_calls,
+                                                 config.history_length, signature="serving_rank")
     ops = {"fp32": graph_ops(trained_dir), "published": graph_ops(published_dir)}
     return {
         "model": name, "optimizer": importance["optimizer"], "train_seconds": round(train_s, 1),
@@ -203,6 +209,8 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
                                 for k, v in ops.items()},
         "latency_ms_100_candidates": {"fp32_p50": fp32_ms[0], "fp32_p99": fp32_ms[1],
                                       "published_p50": pub_ms[0], "published_p99": pub_ms[1]},
+        "latency_ms_100_candidates_serving_rank": {"fp32_p50": fp32_rank[0], "fp32_p99": fp32_rank[1],
+                                                   "published_p50": pub_rank[0], "published_p99": pub_rank[1]},
         "chosen_fraction_on_validation": chosen, "publish_config": publish.to_json_dict(),
     }
 
@@ -238,7 +246,8 @@ def main() -> int:
     for name in models:
         results.append(bench_model(name, splits, tft_output, serialized, work, epochs, fractions, calls))
         print(json.dumps({k: results[-1][k] for k in ("model", "trained", "bytes", "variants", "serving_default_ops",
-                                                     "latency_ms_100_candidates")}, default=float), flush=True)
+                                                     "latency_ms_100_candidates",
+                                                     "latency_ms_100_candidates_serving_rank")}, default=float), flush=True)
     record = {"logs": _rel(logs) if os.path.isabs(logs) else logs, "train_days": train_days,
               "eval_days": eval_days, "work": "<tmp>/" + os.path.basename(work), "info": info,
               "max_train_rows": max_train or None, "max_eval_rows": max_eval or None, "epochs": epochs,
