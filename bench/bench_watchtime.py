@@ -26,16 +26,16 @@ days but the last, validation = last train day, eval = eval days). Methods:
   ``cqe_sum`` (sum-over-batch pinball), ``cqe_d2q`` (quantiles of D2Q's in-group percentile,
   mapped back through each duration group's quantile function);
 - ``d2q``: duration-deconfounded quantiles (Zhan et al. 2022; models/watch_time/d2q.py), the
-  in-group percentile regressed and mapped back (D2Q_GROUPS groups of the train split);
+  in-group percentile regressed and mapped back (watchtime_methods.D2Q_GROUPS groups of the train split);
 - ``cread_sweep``: CREAD with equal-frequency vs EAD thresholds at the (M, beta) of SWEEP;
 - ``median``: the conditional median (MAE's minimiser): heads.WatchTimeQuantileHead, pinball
   at τ = 0.5 on log1p(y) (``quantile_t<τ>``, e.g. quantile_t0.45: another τ, tuned on the
   validation day); ``median_seconds``: the same head with L1 in seconds (the error MAE
-  measures); ``median_tower``: with its own ReLU layer (MEDIAN_TOWER); every CQE method
+  measures); ``median_tower``: with its own ReLU layer (watchtime_methods.MEDIAN_TOWER); every CQE method
   also reports ``<method>_median`` (its t_0.5);
 - ``d2q_median``: D2Q with L1 on the in-group percentile (the median percentile, mapped back);
 - ``watch_ratio`` / ``watch_ratio_median``: heads.WatchRatioHead, label min(watch /
-  max(duration, 1 s), WATCH_RATIO_CAP), MSE / L1, seconds = ratio × max(duration, 1 s) (raw
+  max(duration, 1 s), signals.WATCH_RATIO_CAP), MSE / L1, seconds = ratio × max(duration, 1 s) (raw
   duration of the examples); ``marginal`` also gives ``marginal_median`` and
   ``duration_group_median`` (each D2Q duration group's train median: no model).
 
@@ -78,15 +78,13 @@ from components.log_example_gen.time_split import parse_days  # noqa: E402
 
 from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,  # noqa: E402
                                  run_example_gen_and_transform)
-from bench.watchtime_variants import CQE_VARIANTS, cqe_predictions, expand_methods, sweep_thresholds  # noqa: E402
+from bench.watchtime_methods import candidate_thresholds, train_and_predict  # noqa: E402
+from bench.watchtime_variants import expand_methods  # noqa: E402
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
            "d2q", "cqe_shared", "cqe_tower_seconds", "cqe_sum", "cqe_d2q", "cread_sweep",
            "median", "median_seconds", "median_tower", "d2q_median", "watch_ratio", "watch_ratio_median")
 DEFAULT_METHODS = METHODS[:8]  # the table; the #13 diagnostics (CQE variants, EAD sweep) by BENCH_METHODS
-D2Q_GROUPS = 30  # duration groups (Zhan et al. 2022 use 30 on KuaiRand-like data)
-MEDIAN_TOWER = (64,)  # median_tower: the median head's own ReLU layer(s)
-WATCH_RATIO_CAP = 2.0  # the cap of LogExampleGen's watch-ratio signals
 RAW_COLUMNS = ("user_id", "video_id", "time_ms", "duration_s")  # raw columns of every split (split_columns)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
 SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator/ QUANTILE_LEVELS
@@ -108,129 +106,7 @@ def ead_block(report) -> dict:
                             "A_w": c["A_w"], "A_b": c["A_b"]} for c in report.candidates]}
 
 
-def _candidate(report, name):
-    return next(c for c in report.candidates if c["name"] == name)["thresholds"]
-
-
 # ------------------------------------------------------------------------ training
-def train_and_predict(method, report, sizes, data, epochs, batch_size, history_length):
-    """Trains the BENCH_RANKER with `method`'s watch head; returns {estimate: pred} (+ quantiles)."""
-    if method == "marginal":
-        from models.watch_time import cqe
-        from pipeline import configs
-
-        from models.watch_time.d2q import D2Q
-
-        train_y, raw = data[1], data[5]
-        n_eval = len(next(iter(data[4].values())))
-        taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
-        y = train_y["watch_time_s"]
-        groups = D2Q(raw["train"]["duration_s"], y, num_groups=D2Q_GROUPS)
-
-        def refs(split, n):  # no-model references: the train split's mean / median / group median
-            return {"marginal_mean": np.full(n, float(np.mean(y))), "marginal_median": np.full(n, float(np.median(y))),
-                    "duration_group_median": groups.watch_time(raw[split]["duration_s"], np.full(n, 0.5))}
-
-        n_val = len(data[3]["watch_time_s"])
-        mean, q = np.full(n_eval, float(np.mean(y))), np.tile(np.quantile(y, taus), (n_eval, 1))
-        return {"train_seconds": 0.0, "click_prob": np.full(n_eval, float(np.mean(train_y["click_prob"]))),
-                **refs("eval", n_eval), "quantiles": q, "quantiles_raw": q, "raw_cde": mean,
-                "offsets": np.zeros(taus.size), "extra": {},
-                "validation": {"click_prob": np.full(n_val, float(np.mean(train_y["click_prob"]))),
-                               **refs("validation", n_val)}}
-    import tensorflow as tf
-    import tf_keras as keras
-
-    from models import heads as H
-    from models.rankers import build_ranker
-    from models.training.run_fn import fit_ranker
-    from pipeline import configs
-
-    ranker = os.environ.get("BENCH_RANKER", "baseline")
-    keras.backend.clear_session()
-    tf.random.set_seed(0)
-    config = configs.trainer_config(
-        ranker, history_length=history_length, ranking_score="click_prob", watch_head="regression",
-        loss_weight_cqe=float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)))
-    heads, thresholds, extra = None, None, {}
-    d2q = None
-    from models import features as F
-    from models.watch_time.d2q import D2Q
-
-    duration_key = F.transformed_name("duration_s")
-    if method in ("d2q", "cqe_d2q", "d2q_median"):
-        d2q = D2Q(data[0][duration_key], data[1]["watch_time_s"], num_groups=D2Q_GROUPS)
-    if method in CQE_VARIANTS:
-        config = config.replace(watch_head="cqe", cqe=dict(configs.CQE, **CQE_VARIANTS[method]))
-        if method == "cqe_d2q":  # the quantiles of the in-group percentile, mapped back per group
-            heads = [H.ClickHead(), H.CqeWatchHead(**config.cqe, provides_watch_time=False),
-                     H.RankingScoreHead("click_prob")]
-    elif method.startswith("cread_e") and method not in ("cread_equal_frequency", "cread_equal_width"):
-        config = config.replace(watch_head="cread")
-        if method == "cread_ead":
-            thresholds = report.thresholds
-        else:
-            thresholds, extra = sweep_thresholds(method, data[1]["watch_time_s"])
-    elif method == "wlr":
-        heads = [H.ClickHead(), H.WlrWatchHead(scale=float(np.mean(data[1]["watch_time_s"]))),
-                 H.RankingScoreHead("click_prob")]
-    elif method in ("d2q", "d2q_median"):
-        heads = [H.ClickHead(), H.D2qPercentileHead("mae" if method == "d2q_median" else "mse"),
-                 H.RankingScoreHead("click_prob")]
-    elif method.startswith("median") or method.startswith("quantile_t"):  # pinball at tau (median: 0.5)
-        tau = 0.5 if method.startswith("median") else float(method[len("quantile_t"):])
-        heads = [H.ClickHead(), H.WatchTimeQuantileHead(tau, "seconds" if method == "median_seconds" else "log1p",
-                                                        MEDIAN_TOWER if method == "median_tower" else ()),
-                 H.RankingScoreHead("click_prob")]
-    elif method in ("watch_ratio", "watch_ratio_median"):
-        heads = [H.ClickHead(), H.WatchRatioHead(WATCH_RATIO_CAP, "mae" if method.endswith("median") else "mse"),
-                 H.RankingScoreHead("click_prob")]
-    elif method.startswith("cread"):
-        config = config.replace(watch_head="cread")
-        thresholds = {"cread_equal_frequency": _candidate(report, "alpha=0"),
-                      "cread_equal_width": _candidate(report, "equal_width")}[method]
-    else:
-        config = config.replace(watch_head=method)
-    model = build_ranker(config, sizes, heads=heads, ead_thresholds=thresholds)
-    train_x, train_y, val_x, val_y, eval_x, raw = data
-
-    def labels(x, y, split):
-        out = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
-        if d2q is not None:
-            p = d2q.percentile(x[duration_key], y["watch_time_s"]).astype(np.float32)
-            out["quantiles" if method == "cqe_d2q" else "d2q_percentile"] = p
-        if H.WATCH_RATIO_OUTPUT in model.output_names:
-            out[H.WATCH_RATIO_OUTPUT] = H.watch_ratio(y["watch_time_s"], raw[split]["duration_s"],
-                                                      WATCH_RATIO_CAP).astype(np.float32)
-        return out
-
-    train_ds = (tf.data.Dataset.from_tensor_slices((train_x, labels(train_x, train_y, "train")))
-                .shuffle(len(train_y["click_prob"]), seed=0).batch(batch_size).prefetch(2))
-    val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_x, val_y, "validation"))).batch(4096)
-    t0 = time.time()
-    fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
-    train_seconds = time.time() - t0
-
-    def estimates(x, split, pred):  # {estimate name: seconds} of one split's predictions
-        if method == "d2q" or method == "d2q_median":
-            return {method: d2q.watch_time(x[duration_key], pred["d2q_percentile"].reshape(-1))}
-        if H.WATCH_RATIO_OUTPUT in pred:
-            return {method: pred[H.WATCH_RATIO_OUTPUT].reshape(-1).astype(np.float64)
-                    * np.maximum(raw[split]["duration_s"].astype(np.float64), 1.0)}
-        return {method: pred["watch_time_s"].reshape(-1)}
-
-    pred = model.predict(eval_x, batch_size=4096, verbose=0)
-    val_pred = model.predict(val_x, batch_size=4096, verbose=0)
-    out = {"train_seconds": train_seconds, "click_prob": pred["click_prob"].reshape(-1), "extra": extra,
-           "validation": {"click_prob": val_pred["click_prob"].reshape(-1)}}
-    if method in CQE_VARIANTS:
-        out.update(cqe_predictions(method, model, d2q, (duration_key, val_x, val_y, eval_x), pred))
-    else:
-        out.update(estimates(eval_x, "eval", pred))
-        out["validation"].update(estimates(val_x, "validation", val_pred))
-    return out
-
-
 def point_metrics(y, pred, user_ids, click_y, click_prob) -> dict:
     """MAE, XAUC, XGAUC, calibration gap, click AUC, mean prediction of one split."""
     from models.evaluation import metrics
@@ -370,8 +246,8 @@ def restoration_bias_on_simulator(report, n=20000, seed=0) -> dict:
                            ("p_click", "p_early", "p_complete", "frac_loc", "duration_s")})
     ey = S.expected_watch_time(wp, p)
     out = {}
-    for name, t in (("ead", report.thresholds), ("equal_frequency", _candidate(report, "alpha=0")),
-                    ("equal_width", _candidate(report, "equal_width"))):
+    for name, t in (("ead", report.thresholds), ("equal_frequency", candidate_thresholds(report, "alpha=0")),
+                    ("equal_width", candidate_thresholds(report, "equal_width"))):
         t = np.asarray(t, np.float64)
         surv = 1.0 - S.watch_time_cdf(t[None, :], col, p)
         grid = np.linspace(0.0, t[-1], 4001)
