@@ -19,8 +19,8 @@
 5. Exports the trained and the published SavedModels with export_serving_model, times
    `serving_default` and `serving_rank` on requests of 100 candidates (the two models
    called in turn, so a load change on a shared machine hits both alike) and counts the
-   ops of the functions
-   `serving_default` runs in each (load-independent: `serving_default_ops`).
+   ops of the functions `serving_default` runs in each (load-independent:
+   `serving_default_ops`).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_MODELS, BENCH_EPOCHS (1), BENCH_MAX_TRAIN_ROWS,
 BENCH_MAX_EVAL_ROWS (all; caps the validation day too), BENCH_FRACTIONS

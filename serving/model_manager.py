@@ -173,7 +173,9 @@ class ModelManager:
                         del self._failed[v]
                 loaded = set(self._available)
             changed = False
-            to_load = sorted(set(aspired) - loaded, reverse=True)  # newest first
+            # newest first; a failed version only when its retry is due (a final failure
+            # never again), so a broken dir costs no freeze and collection per poll
+            to_load = [v for v in sorted(set(aspired) - loaded, reverse=True) if self._load_due(v)]
             if to_load:
                 gc.freeze()  # see _collect_after_swap
             for v in to_load:
@@ -212,12 +214,15 @@ class ModelManager:
         self._retired = still
         return freed
 
-    def _try_load(self, version: int) -> bool:
-        now = time.monotonic()
+    def _load_due(self, version: int) -> bool:
+        """False for a version whose load failed for good, or whose retry is not due yet."""
         with self._lock:
             failure = self._failed.get(version)
-        if failure is not None and (failure.final or now < failure.next_try):
-            return False
+        return failure is None or not (failure.final or time.monotonic() < failure.next_try)
+
+    def _try_load(self, version: int) -> bool:
+        with self._lock:
+            failure = self._failed.get(version)
         path = os.path.join(self.model_base_path, str(version))
         log.info("loading model %r version %d from %s", self.model_name, version, path)
         start = time.perf_counter()
