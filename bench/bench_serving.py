@@ -194,7 +194,9 @@ def in_process(export_dir, rows, history_length, n_calls):
 
 def main(argv=None) -> int:
     from pipeline import configs
+    from serving.config import ServingConfig
     from serving.http_server import start_server
+    from serving.server_core import configure_tensorflow_threads
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-dir", help="a published version dir (default: build a DIN)")
@@ -204,6 +206,10 @@ def main(argv=None) -> int:
     p.add_argument("--work", help="scratch dir, kept (a model built there is reused)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "serving.json"))
     args = p.parse_args(argv)
+    # the server's thread pools (pipeline/configs SERVING), sized before any TensorFlow
+    # work as `python -m serving` does; the in-process reference runs on the same pools
+    config = ServingConfig(**configs.SERVING)
+    threads = configure_tensorflow_threads(config)
     L = configs.HISTORY_LENGTH
     load_before = os.getloadavg()
     work = args.work or tempfile.mkdtemp(prefix="bench_serving_")
@@ -214,7 +220,7 @@ def main(argv=None) -> int:
     shutil.rmtree(base, ignore_errors=True)
     shutil.copytree(export_dir, os.path.join(base, "1"))
     print(f"[bench-serving] model ready in {time.time() - t0:.0f}s", flush=True)
-    server, port = start_server(base, MODEL, poll_wait_seconds=0.2)
+    server, port = start_server(base, MODEL, poll_wait_seconds=0.2, config=config)
     results = {"rest": [], "in_process": {}, "hot_swaps": {}}
     try:
         steady_p99 = None
@@ -265,6 +271,7 @@ def main(argv=None) -> int:
         command="make bench-serving",
         model=("--model-dir " + os.path.relpath(args.model_dir, ROOT)) if args.model_dir
         else "untrained DIN (pipeline/configs/ trainer_config('din')), TFT graph of 300 synthetic rows",
+        tensorflow_threads=dict(intra_op=threads[0], inter_op=threads[1]),
         history_length=L, model_dir="<tmp>/serving/watchtime_ranker/<version>",
         machine=dict(cpus=os.cpu_count(), loadavg_before=[round(x, 2) for x in load_before],
                      loadavg_after=[round(x, 2) for x in os.getloadavg()],

@@ -100,7 +100,10 @@ def _print_predictions(console, store, serving_dir, model_name, n) -> None:
     from serving.config import ServingConfig
     from serving.http_server import start_server
 
-    server, port = start_server(serving_dir, model_name, port=0, config=ServingConfig(**configs.SERVING))
+    # in the pipeline's process TensorFlow's thread pools are already fixed: keep them
+    config = ServingConfig(**configs.SERVING).replace(tensorflow_intra_op_parallelism=0,
+                                                      tensorflow_inter_op_parallelism=0)
+    server, port = start_server(serving_dir, model_name, port=0, config=config)
     try:
         serialized = held_back_examples(store.examples_uri(), n)
         instances = examples_to_instances(serialized, F.SERVING_RAW_FEATURES)

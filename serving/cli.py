@@ -53,6 +53,12 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow_version_labels_for_unavailable_models",
                    type=lambda v: v.lower() in ("1", "true"),
                    default=d.allow_version_labels_for_unavailable_models)
+    p.add_argument("--tensorflow_intra_op_parallelism", type=int,
+                   default=d.tensorflow_intra_op_parallelism,
+                   help="threads within one op (0: TensorFlow picks, one per core)")
+    p.add_argument("--tensorflow_inter_op_parallelism", type=int,
+                   default=d.tensorflow_inter_op_parallelism,
+                   help="threads running independent ops (0: TensorFlow picks)")
     p.add_argument("--verbose", action="store_true", help="log every request")
     return p
 
@@ -83,13 +89,18 @@ def main(argv=None) -> int:
         num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
         read_timeout_seconds=args.rest_api_timeout_in_ms / 1000,
         allow_version_labels_for_unavailable_models=(
-            args.allow_version_labels_for_unavailable_models))
+            args.allow_version_labels_for_unavailable_models),
+        tensorflow_intra_op_parallelism=args.tensorflow_intra_op_parallelism,
+        tensorflow_inter_op_parallelism=args.tensorflow_inter_op_parallelism)
     server = make_server(models, args.port, args.host, config=config,
                          model_config_file=args.model_config_file)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     server.start_background()
+    intra, inter = server.core.tensorflow_threads
+    print(f"TensorFlow thread pools: intra-op {intra or 'one per core'}, "
+          f"inter-op {inter or 'one per core'}", flush=True)
     for name, m in server.managers.items():
         cur = m.current
         print(f"Serving model '{name}' ({'version ' + str(cur.version) if cur else 'no version yet'}) "

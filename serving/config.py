@@ -26,6 +26,10 @@ class ServingConfig:
     max_body_bytes: int = 64 * 1024 * 1024
     # --allow_version_labels_for_unavailable_models (false)
     allow_version_labels_for_unavailable_models: bool = False
+    # --tensorflow_intra_op_parallelism / --tensorflow_inter_op_parallelism (0: TensorFlow
+    # picks, one thread per core): the thread pools every model runs on
+    tensorflow_intra_op_parallelism: int = 0
+    tensorflow_inter_op_parallelism: int = 0
 
     def replace(self, **changes) -> "ServingConfig":
         return dataclasses.replace(self, **changes)

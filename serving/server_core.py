@@ -9,7 +9,7 @@ labels that point at a version that is not AVAILABLE (unless
 """
 import logging
 import threading
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from serving.config import ServingConfig
 from serving.metrics import Metrics
@@ -19,9 +19,38 @@ from serving.model_manager import ModelManager, ModelSpec, ServableNotFoundError
 log = logging.getLogger(__name__)
 
 
+def configure_tensorflow_threads(config: ServingConfig) -> Tuple[int, int]:
+    """Sizes TensorFlow's intra-op and inter-op thread pools from the config (TF Serving
+    puts ``--tensorflow_intra_op_parallelism`` / ``--tensorflow_inter_op_parallelism``
+    into the SessionOptions of every model it loads, ``model_servers/main.cc``); 0 leaves
+    a pool as it is. The pools are process-wide and fixed once TensorFlow's runtime has
+    started, so an embedded server started after other TensorFlow work (``make run``
+    serves in the pipeline's process) keeps the pools it finds, with a warning.
+    Returns the (intra, inter) sizes in effect (0 = TensorFlow's default)."""
+    import tensorflow as tf
+
+    threading_ = tf.config.threading
+    for want, get, set_, flag in (
+            (config.tensorflow_intra_op_parallelism, threading_.get_intra_op_parallelism_threads,
+             threading_.set_intra_op_parallelism_threads, "tensorflow_intra_op_parallelism"),
+            (config.tensorflow_inter_op_parallelism, threading_.get_inter_op_parallelism_threads,
+             threading_.set_inter_op_parallelism_threads, "tensorflow_inter_op_parallelism")):
+        if want < 0:
+            raise ValueError(f"--{flag} must be >= 0, got {want}")
+        if want and want != get():
+            try:
+                set_(want)
+            except RuntimeError:  # TensorFlow's runtime already runs in this process
+                log.warning("--%s=%d not applied: TensorFlow already runs in this process with "
+                            "%d (0 = one per core); start the server in its own process "
+                            "(python -m serving) to size the pool", flag, want, get())
+    return threading_.get_intra_op_parallelism_threads(), threading_.get_inter_op_parallelism_threads()
+
+
 class ServerCore:
     def __init__(self, config: Optional[ServingConfig] = None):
         self.config = config or ServingConfig()
+        self.tensorflow_threads = configure_tensorflow_threads(self.config)
         self.metrics = Metrics()
         self.managers: Dict[str, ModelManager] = {}
         self._config_file: Optional[str] = None
