@@ -13,6 +13,9 @@ Scenarios (keep-alive connections, pre-encoded JSON bodies, http.client):
 - hot swaps: 8 clients on serving_rank x 100 while ``--swaps`` new versions are
   published (copy to a temp name, atomic rename): p99 during the swaps, failures.
 
+TensorFlow's thread pools are sized from pipeline/configs SERVING (as ``python -m
+serving --tensorflow_intra_op_parallelism … --tensorflow_inter_op_parallelism …``) before
+any TensorFlow work, so the server and the in-process reference run on the same pools.
 The machine is shared (load average recorded): figures are upper bounds.
 """
 import argparse

@@ -37,6 +37,10 @@ def test_floats_are_written_as_tf_serving_writes_them():
     assert tensor_text("n", np.array([[3, -1]], np.int64)) == "[[3, -1]]"
     assert tensor_text("s", np.array([b"ok", b"\xff"], dtype=object)) == '["ok", {"b64": "/w=="}]'
     assert tensor_text("p", np.array(2.5, np.float32)) == "2.5"
+    for shape in ((50, 30), (50, 1), (70,)):  # one printf over the tensor = the rows' texts
+        t = x[:int(np.prod(shape))].reshape(shape)
+        assert tensor_text("t", t) == "[" + ", ".join(row_texts("t", t)) + "]"
+        np.testing.assert_array_equal(np.array(json.loads(tensor_text("t", t)), np.float32), t)
 
 
 @pytest.mark.parametrize("row_format", [True, False])
