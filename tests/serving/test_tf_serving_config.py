@@ -65,6 +65,10 @@ def test_compose_and_kserve_manifests_point_tf_serving_at_the_artifacts():
     assert model["modelFormat"]["name"] == "tensorflow" and model["runtimeVersion"] == "2.16.1"
     assert model["storageUri"].endswith("/watchtime_ranker")
     assert all(a.startswith("--") and "=" in a for a in model["args"])
+    from pipeline import configs  # the thread pools the embedded server is measured with
+    for args in (flags, dict(a.split("=", 1) for a in model["args"])):
+        for flag in ("tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism"):
+            assert args[f"--{flag}"] == str(configs.SERVING[flag])
 
 
 def test_publisher_writes_the_files_beside_its_versions(tmp_path):
