@@ -17,8 +17,9 @@
    <= PUBLISH_PRUNE_FRACTION passing the gates there; at that fraction the variants
    published / pruned only / int8 only / per-table allocation / other default rows.
 5. Exports the trained and the published SavedModels with export_serving_model, times
-   `serving_default` and `serving_rank` on requests of 100 candidates (the two models
-   called in turn, so a load change on a shared machine hits both alike) and counts the
+   `serving_default` and `serving_rank` on requests of 100 candidates in a fresh process
+   on the server's thread pools (bench/serving_latency.py; the two models called in turn,
+   so a load change on a shared machine hits both alike) and counts the
    ops of the functions `serving_default` runs in each (load-independent:
    `serving_default_ops`).
 
@@ -38,6 +39,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench import bench_rankers as br  # noqa: E402
+from bench.serving_latency import interleaved_latency_ms  # noqa: E402
 
 ROOT = br.ROOT
 SERVING_OPS = ("ResourceGather", "Cast", "Mul", "AddV2", "StridedSlice", "Identity")  # the lookups' ops
@@ -78,32 +80,6 @@ def graph_ops(export_dir: str, signature: str = "serving_default") -> dict:
             ops[node.op] += 1
             todo += [v.func.name for v in node.attr.values() if v.func.name]
     return dict(sorted(ops.items()))
-
-
-def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signature="serving_default"):
-    """[(p50, p99)] of `signature` per SavedModel on one request of len(serialized)
-    candidates (`serving_rank`: the first row's user side, batch 1), the models called in
-    turn (call i of every model back to back), so a load change on the shared machine
-    hits them alike."""
-    import tensorflow as tf
-
-    from models import features as F
-
-    spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
-    request = tf.io.parse_example(tf.constant(serialized), spec)
-    if signature == "serving_rank":
-        request = {k: (v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in request.items()}
-    serves = [tf.saved_model.load(d).signatures[signature] for d in export_dirs]
-    for serve in serves:
-        for _ in range(5):
-            serve(**request)
-    times = [[] for _ in serves]
-    for _ in range(calls):
-        for serve, t in zip(serves, times):
-            t0 = time.perf_counter()
-            serve(**request)["click_prob"].numpy()
-            t.append((time.perf_counter() - t0) * 1000.0)
-    return [(float(np.percentile(t, 50)), float(np.percentile(t, 99))) for t in times]
 
 
 def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, latency_calls):
@@ -253,6 +229,8 @@ def main() -> int:
               "max_train_rows": max_train or None, "max_eval_rows": max_eval or None, "epochs": epochs,
               "load_average_before": [round(x, 2) for x in load_before], "load_average_after": [round(x, 2) for x in os.getloadavg()],
               "note": ("loaded at the start: latencies are rough" if load_before[0] >= 1.5 else "idle at the start"),
+              "latency_thread_pools": {k: configs.SERVING.get(k, 0) for k in (
+                  "tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism")},
               "seconds": round(time.time() - started, 1), "results": results}
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:

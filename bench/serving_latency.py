@@ -1,0 +1,93 @@
+"""In-process latency of SavedModels on one request, in a process sized as the server is.
+
+    .venv/bin/python -m bench.serving_latency --requests <tfrecord of tf.Examples> \
+        --calls 300 --history-length 50 --signature serving_rank <export dir> [<export dir> ...]
+
+TensorFlow's thread pools are process-wide and fixed once TensorFlow runs, so a bench
+that trains first (bench/bench_publish.py) cannot time its models on the pools they are
+served with (pipeline/configs/serving.py `SERVING`, `--tensorflow_intra_op_parallelism`
+/ `--tensorflow_inter_op_parallelism`): it runs this module in a fresh process instead
+(`interleaved_latency_ms`). The models are called in turn (call i of every model back to
+back), so a load change on a shared machine hits them alike. Prints one JSON line:
+{"p50_p99_ms": [[p50, p99] per model], "tensorflow_threads": [intra, inter]}.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def measure(export_dirs, serialized, calls, history_length, signature="serving_default"):
+    """[(p50, p99)] of `signature` per SavedModel on one request of len(serialized)
+    candidates (`serving_rank`: the first row's user side, batch 1), in this process."""
+    import tensorflow as tf
+
+    from models import features as F
+
+    spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
+    request = tf.io.parse_example(tf.constant(serialized), spec)
+    if signature == "serving_rank":
+        request = {k: (v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in request.items()}
+    serves = [tf.saved_model.load(d).signatures[signature] for d in export_dirs]
+    for serve in serves:
+        for _ in range(5):
+            serve(**request)
+    times = [[] for _ in serves]
+    for _ in range(calls):
+        for serve, t in zip(serves, times):
+            t0 = time.perf_counter()
+            serve(**request)["click_prob"].numpy()
+            t.append((time.perf_counter() - t0) * 1000.0)
+    return [(float(np.percentile(t, 50)), float(np.percentile(t, 99))) for t in times]
+
+
+def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signature="serving_default"):
+    """`measure` in a fresh process on the server's thread pools (module docstring)."""
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory(prefix="serving_latency_") as tmp:
+        requests = os.path.join(tmp, "requests.tfrecord")
+        with tf.io.TFRecordWriter(requests) as w:
+            for s in serialized:
+                w.write(s)
+        out = subprocess.run([sys.executable, "-m", "bench.serving_latency", "--requests", requests,
+                              "--calls", str(calls), "--history-length", str(history_length),
+                              "--signature", signature, *export_dirs],
+                             cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench.serving_latency failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return [tuple(x) for x in json.loads(out.stdout.strip().splitlines()[-1])["p50_p99_ms"]]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("export_dirs", nargs="+")
+    p.add_argument("--requests", required=True, help="TFRecord of serialized tf.Examples (one request)")
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--history-length", type=int, required=True)
+    p.add_argument("--signature", default="serving_default")
+    args = p.parse_args(argv)
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from pipeline import configs
+    from serving.config import ServingConfig
+    from serving.server_core import configure_tensorflow_threads
+
+    threads = configure_tensorflow_threads(ServingConfig(**configs.SERVING))  # before any TF work
+    import tensorflow as tf
+
+    serialized = [r.numpy() for r in tf.data.TFRecordDataset(args.requests)]
+    result = measure(args.export_dirs, serialized, args.calls, args.history_length, args.signature)
+    print(json.dumps({"p50_p99_ms": result, "tensorflow_threads": list(threads)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
