@@ -59,6 +59,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensorflow_inter_op_parallelism", type=int,
                    default=d.tensorflow_inter_op_parallelism,
                    help="threads running independent ops (0: TensorFlow picks)")
+    p.add_argument("--python_switch_interval_ms", type=float, default=d.python_switch_interval_ms,
+                   help="CPython's GIL switch interval while serving (<= 0: Python's 5 ms)")
     p.add_argument("--verbose", action="store_true", help="log every request")
     return p
 
@@ -91,7 +93,8 @@ def main(argv=None) -> int:
         allow_version_labels_for_unavailable_models=(
             args.allow_version_labels_for_unavailable_models),
         tensorflow_intra_op_parallelism=args.tensorflow_intra_op_parallelism,
-        tensorflow_inter_op_parallelism=args.tensorflow_inter_op_parallelism)
+        tensorflow_inter_op_parallelism=args.tensorflow_inter_op_parallelism,
+        python_switch_interval_ms=args.python_switch_interval_ms)
     server = make_server(models, args.port, args.host, config=config,
                          model_config_file=args.model_config_file)
     stop = threading.Event()

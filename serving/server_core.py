@@ -8,6 +8,7 @@ labels that point at a version that is not AVAILABLE (unless
 ``allow_version_labels_for_unavailable_models``), leave the running config unchanged.
 """
 import logging
+import sys
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -47,10 +48,19 @@ def configure_tensorflow_threads(config: ServingConfig) -> Tuple[int, int]:
     return threading_.get_intra_op_parallelism_threads(), threading_.get_inter_op_parallelism_threads()
 
 
+def configure_switch_interval(config: ServingConfig) -> float:
+    """Sets CPython's GIL switch interval (``sys.setswitchinterval``, process-wide) from
+    ``python_switch_interval_ms`` (<= 0: left as it is). Returns the interval in seconds."""
+    if config.python_switch_interval_ms > 0:
+        sys.setswitchinterval(config.python_switch_interval_ms / 1000.0)
+    return sys.getswitchinterval()
+
+
 class ServerCore:
     def __init__(self, config: Optional[ServingConfig] = None):
         self.config = config or ServingConfig()
         self.tensorflow_threads = configure_tensorflow_threads(self.config)
+        configure_switch_interval(self.config)
         self.metrics = Metrics()
         self.managers: Dict[str, ModelManager] = {}
         self._config_file: Optional[str] = None

@@ -14,7 +14,7 @@ import serving
 from serving import cli, client
 from serving.config import ServingConfig
 from serving.model_config import read_model_config
-from serving.server_core import configure_tensorflow_threads
+from serving.server_core import configure_switch_interval, configure_tensorflow_threads
 from tests.serving.tiny_model import MODEL, make_instance, save_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,3 +84,13 @@ def test_thread_pools_are_kept_once_tensorflow_runs(caplog):
     assert "--tensorflow_intra_op_parallelism=%d not applied" % (have[0] + 3) in caplog.text
     with pytest.raises(ValueError, match="inter_op_parallelism must be >= 0"):
         configure_tensorflow_threads(ServingConfig(tensorflow_inter_op_parallelism=-1))
+
+
+def test_switch_interval_is_set_for_serving():
+    before = sys.getswitchinterval()
+    try:
+        assert configure_switch_interval(ServingConfig(python_switch_interval_ms=0.7)) == pytest.approx(0.0007)
+        assert configure_switch_interval(ServingConfig(python_switch_interval_ms=0)) == pytest.approx(0.0007)
+        assert cli.build_arg_parser().parse_args(["--python_switch_interval_ms", "2"]).python_switch_interval_ms == 2.0
+    finally:
+        sys.setswitchinterval(before)
