@@ -15,8 +15,9 @@
    run_fn.fit_ranker (up to BENCH_EPOCHS, validation click AUC each epoch, best epoch's
    weights kept), scores the validation and the eval days (AUC, per-user GAUC with users
    used/skipped, request GAUC, frozen-state GAUC, logloss; models/evaluation/metrics.py and
-   request_metrics.py), exports with run_fn.export_serving_model, reloads it with
-   tf.saved_model.load and times `serving_default` on requests of 100 candidates.
+   request_metrics.py), exports with run_fn.export_serving_model and times `serving_default` on
+   requests of 100 candidates in a fresh process on the server's thread pools
+   (bench/serving_latency.py).
    Every (model, batch size) runs once per seed; `summary` gives mean ± std over seeds.
    Training reads the in-memory split as the Trainer does with input_in_memory
    (models/training/input.py in_memory_dataset); `train_examples_per_sec` is the steady
@@ -56,6 +57,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.ranker_data import add_history_scenes, load_splits, run_example_gen_and_transform  # noqa: E402
+from bench.serving_latency import interleaved_latency_ms  # noqa: E402
 from components.log_example_gen.time_split import parse_days  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,27 +121,6 @@ class _TrainTimer:
         self.seconds, self.epochs, self.t0, self.calls = 0.0, 0, 0.0, []
         self.steady_seconds, self.steady_examples = 0.0, 0
         self.callback = Callback()
-
-
-def serving_latency_ms(export_dir, serialized, calls, history_length):
-    """p50/p99 latency (ms) of serving_default on one request of len(serialized) candidates."""
-    import tensorflow as tf
-
-    from models import features as F
-
-    loaded = tf.saved_model.load(export_dir)
-    serve = loaded.signatures["serving_default"]
-    spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
-    request = tf.io.parse_example(tf.constant(serialized), spec)
-    for _ in range(5):
-        serve(**request)
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        out = serve(**request)
-        _ = out["click_prob"].numpy()
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
 def ranking_metrics(model, x, y, meta, window_s):
@@ -277,7 +258,8 @@ def main() -> int:
                     export_dir = os.path.join(work, "export", name)
                     tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
                     export_serving_model(model, tft_output, history_length, export_dir)
-                    p50, p99 = serving_latency_ms(export_dir, serialized, calls, history_length)
+                    # in a fresh process on the server's thread pools (bench/serving_latency.py)
+                    (p50, p99), = interleaved_latency_ms([export_dir], serialized, calls, history_length)
                     record.update(serve_p50_ms_100=round(p50, 3), serve_p99_ms_100=round(p99, 3))
                 records.append(record)
                 print("[bench-rankers] " + json.dumps({k: record[k] for k in (
