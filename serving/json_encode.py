@@ -70,8 +70,6 @@ def tensor_text(name: str, arr: np.ndarray) -> str:
         fmts = float_formats(arr).tolist()
         if arr.ndim == 1:
             fmt = "[" + ", ".join(fmts) + "]"
-        elif arr.shape[1] == 1:
-            fmt = "[[" + "], [".join(f for f, in fmts) + "]]"
         else:
             fmt = "[[" + "], [".join(map(", ".join, fmts)) + "]]"
         return fmt % tuple(arr.astype(np.float64).ravel().tolist())
