@@ -8,8 +8,13 @@ that trains first (bench/bench_publish.py) cannot time its models on the pools t
 served with (pipeline/configs/serving.py `SERVING`, `--tensorflow_intra_op_parallelism`
 / `--tensorflow_inter_op_parallelism`): it runs this module in a fresh process instead
 (`interleaved_latency_ms`). The models are called in turn (call i of every model back to
-back), so a load change on a shared machine hits them alike. Prints one JSON line:
-{"p50_p99_ms": [[p50, p99] per model], "tensorflow_threads": [intra, inter]}.
+back, each round starting one model later, so no model always runs first), so a load
+change on a shared machine hits them alike. The order the models are loaded in moves
+their latency by ~2 % (the same SavedModel loaded three times in one process, calls
+rotated: p50 6.96 / 6.92 / 6.80 ms), so `interleaved_latency_ms` runs one process per order (as
+given, then reversed) and pools the calls. Prints one JSON line:
+{"p50_p99_ms": [[p50, p99] per model], "times_ms": [[ms per call] per model],
+"tensorflow_threads": [intra, inter]}.
 """
 import argparse
 import json
@@ -25,45 +30,62 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def measure(export_dirs, serialized, calls, history_length, signature="serving_default"):
-    """[(p50, p99)] of `signature` per SavedModel on one request of len(serialized)
-    candidates (`serving_rank`: the first row's user side, batch 1), in this process."""
+    """[[ms per call]] of `signature` per SavedModel on one request of len(serialized)
+    candidates (`serving_rank`: the first row's user side, batch 1), in this process,
+    through the embedded server's own call (serving/servable.py `Signature`: numpy feed
+    in, numpy outputs out)."""
     import tensorflow as tf
 
     from models import features as F
+    from serving.servable import ServedVersion
 
     spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
-    request = tf.io.parse_example(tf.constant(serialized), spec)
+    request = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(serialized), spec).items()}
     if signature == "serving_rank":
         request = {k: (v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in request.items()}
-    serves = [tf.saved_model.load(d).signatures[signature] for d in export_dirs]
+    serves = [ServedVersion(1, d, enable_warmup=False).signatures[signature] for d in export_dirs]
     for serve in serves:
         for _ in range(5):
-            serve(**request)
+            serve(request)
     times = [[] for _ in serves]
-    for _ in range(calls):
-        for serve, t in zip(serves, times):
+    for i in range(calls):
+        for m in range(len(serves)):
+            m = (m + i) % len(serves)  # every model takes every slot of a round equally often
             t0 = time.perf_counter()
-            serve(**request)["click_prob"].numpy()
-            t.append((time.perf_counter() - t0) * 1000.0)
-    return [(float(np.percentile(t, 50)), float(np.percentile(t, 99))) for t in times]
+            serves[m](request)
+            times[m].append((time.perf_counter() - t0) * 1000.0)
+    return times
+
+
+def p50_p99(times):
+    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
 def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signature="serving_default"):
-    """`measure` in a fresh process on the server's thread pools (module docstring)."""
+    """[(p50, p99)] per model: `measure` in fresh processes on the server's thread pools,
+    `calls` calls per model in each of two load orders (module docstring)."""
     import tensorflow as tf
 
+    orders = [list(range(len(export_dirs)))]
+    if len(export_dirs) > 1:
+        orders.append(orders[0][::-1])
+    pooled = [[] for _ in export_dirs]
     with tempfile.TemporaryDirectory(prefix="serving_latency_") as tmp:
         requests = os.path.join(tmp, "requests.tfrecord")
         with tf.io.TFRecordWriter(requests) as w:
             for s in serialized:
                 w.write(s)
-        out = subprocess.run([sys.executable, "-m", "bench.serving_latency", "--requests", requests,
-                              "--calls", str(calls), "--history-length", str(history_length),
-                              "--signature", signature, *export_dirs],
-                             cwd=ROOT, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"bench.serving_latency failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return [tuple(x) for x in json.loads(out.stdout.strip().splitlines()[-1])["p50_p99_ms"]]
+        for order in orders:
+            out = subprocess.run([sys.executable, "-m", "bench.serving_latency", "--requests", requests,
+                                  "--calls", str(calls), "--history-length", str(history_length),
+                                  "--signature", signature, *[export_dirs[i] for i in order]],
+                                 cwd=ROOT, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"bench.serving_latency failed ({out.returncode}):\n{out.stderr[-3000:]}")
+            times = json.loads(out.stdout.strip().splitlines()[-1])["times_ms"]
+            for i, t in zip(order, times):
+                pooled[i].extend(t)
+    return [p50_p99(t) for t in pooled]
 
 
 def main(argv=None) -> int:
@@ -84,8 +106,9 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     serialized = [r.numpy() for r in tf.data.TFRecordDataset(args.requests)]
-    result = measure(args.export_dirs, serialized, args.calls, args.history_length, args.signature)
-    print(json.dumps({"p50_p99_ms": result, "tensorflow_threads": list(threads)}))
+    times = measure(args.export_dirs, serialized, args.calls, args.history_length, args.signature)
+    print(json.dumps({"p50_p99_ms": [p50_p99(t) for t in times], "times_ms": times,
+                      "tensorflow_threads": list(threads)}))
     return 0
 
 

@@ -10,7 +10,7 @@ base holds only numeric versions and `deltas/`). Written only when full_every > 
                                     Transform output's files: vocabularies, analyzer
                                     constants, the graph the assembled versions reuse),
                                     graph (op counts + signatures of the published graph)
-                 keys               {table: {values|scale|bias|remap: checkpoint key}}
+                 keys               {table: {values|scale_bias|remap: checkpoint key}}
                  history            the last runs: version, kind, bytes
     state.npz    <table>/kept, remap, zero_row, centroid_rows  the pruning plan of the
                                     last full version (deltas keep it)

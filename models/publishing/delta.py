@@ -13,7 +13,7 @@ For each table t with K_t compact rows of width D_t (int8 rows x̂ = q·scale + 
     S_t   = top_rows(p_t, f)     the ⌈f·K_t⌉ highest priorities (f = delta_row_fraction)
 
 and the delta holds, per table, S_t (uint16 when K_t ≤ 65536, else int32), q[S_t]
-(uint8) and scale/bias[S_t] (fp16) — or the fp32 rows for tables left unquantized —
+(uint8) and scale_bias[S_t] (fp16 [k_t, 2]) — or the fp32 rows for tables left unquantized —
 and every dense (non-table) variable whose value changed, in fp32 or fp16 (delta_dense;
 non-float variables as they are). Payload bytes:
 
@@ -27,7 +27,7 @@ Layout (`<serving base>/deltas/<version>/`, written to a temp dir, fsynced, rena
 `manifest.json` (format, base_version, version, per table: checkpoint keys, rows total /
 sent, dim, quantized, file, bytes, sha256; dense: dtype, file, bytes, sha256, and per
 checkpoint key its entry, dtype and shape; total_bytes), `tables/<table>.npz`
-(rows, values[, scale, bias]) and `dense.npz`. `read_delta` verifies every checksum.
+(rows, values[, scale_bias]) and `dense.npz`. `read_delta` verifies every checksum.
 
 Written like a version: temp dir, fsync, one rename (models/publishing/atomic_files.py).
 """
@@ -50,9 +50,9 @@ MANIFEST = "manifest.json"
 DELTAS_DIR = "deltas"
 DENSE_FILE = "dense.npz"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-TABLE_PARTS = ("values", "scale", "bias", "remap")
+TABLE_PARTS = ("values", "scale_bias", "remap")
 DENSE_DTYPES = ("fp32", "fp16")
-FORMAT = 1
+FORMAT = 2  # 2: one scale_bias [K, 2] part (format 1 had scale and bias [K, 1])
 
 
 class DeltaError(ValueError):
@@ -69,7 +69,7 @@ class DeltaMismatchError(DeltaError):
 
 @dataclasses.dataclass
 class Delta:
-    """tables: {name: {"rows", "values"[, "scale", "bias"]}}; dense: {checkpoint key: array};
+    """tables: {name: {"rows", "values"[, "scale_bias"]}}; dense: {checkpoint key: array};
     keys: {table: {part: checkpoint key}}; stats: per-table rows_total / dim / quantized."""
     tables: Dict[str, Dict[str, np.ndarray]]
     dense: Dict[str, np.ndarray]
@@ -95,7 +95,7 @@ def read_checkpoint(saved_model_dir: str) -> Dict[str, np.ndarray]:
 def table_keys(object_graph: bytes, names=None) -> Dict[str, Dict[str, str]]:
     """{table: {part: checkpoint key}} from the checkpoint's object graph: a table is a
     child named `name` (default: every child named emb_* / linear_*) whose object has a
-    `values` variable; parts are its values / scale / bias / remap variables."""
+    `values` variable; parts are its values / scale_bias / remap variables."""
     from tensorflow.core.protobuf import trackable_object_graph_pb2
 
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
@@ -128,9 +128,9 @@ def table_keys(object_graph: bytes, names=None) -> Dict[str, Dict[str, str]]:
 
 def table_rows(variables: Dict[str, np.ndarray], keys: Dict[str, str]) -> np.ndarray:
     """The rows the server computes for a table: dequantized int8, or the fp32 rows."""
-    if "scale" in keys:  # scale and bias are stored [K, 1] (published_table.py)
-        return quantization.dequantize_rows(variables[keys["values"]], np.reshape(variables[keys["scale"]], -1),
-                                            np.reshape(variables[keys["bias"]], -1))
+    if "scale_bias" in keys:  # [K, 2]: scale, bias (published_table.py)
+        scale_bias = np.asarray(variables[keys["scale_bias"]])
+        return quantization.dequantize_rows(variables[keys["values"]], scale_bias[:, 0], scale_bias[:, 1])
     return np.asarray(variables[keys["values"]], np.float32)
 
 
@@ -178,10 +178,10 @@ def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys:
             pub.update({c: np.asarray(v, np.float64) for c, v in published[name].items()})
         chosen = priority_lib.top_rows(priority_lib.row_priority(priority, cur, pub, seed=seed), fraction)
         entry = {"rows": chosen.astype(pruning.remap_dtype(k_rows)), "values": new[parts["values"]][chosen]}
-        if "scale" in parts:
-            entry.update(scale=new[parts["scale"]][chosen], bias=new[parts["bias"]][chosen])
+        if "scale_bias" in parts:
+            entry["scale_bias"] = new[parts["scale_bias"]][chosen]
         tables[name] = entry
-        stats[name] = {"rows_total": int(k_rows), "dim": int(dim), "quantized": "scale" in parts}
+        stats[name] = {"rows_total": int(k_rows), "dim": int(dim), "quantized": "scale_bias" in parts}
     dense, unchanged = {}, 0
     for k in sorted(new):
         if k == OBJECT_GRAPH_KEY or k in table_vars:
@@ -284,7 +284,7 @@ def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, D
     for name, entry in manifest["tables"].items():
         arrays, keys = tables[name], entry["keys"]
         rows = np.asarray(arrays["rows"]).astype(np.int64)
-        for part in ("values", "scale", "bias"):
+        for part in ("values", "scale_bias"):
             if part not in keys:
                 continue
             key = keys[part]

@@ -2,26 +2,37 @@
 
 Variables (non-trainable) of one table with V vocabulary rows, K compact rows, width D:
 
-    remap  uint16|int32 [V]   (optional: absent when nothing is pruned)
-    values uint8 [K, D]  (quantized)  or  float32/float16 [K, D]
-    scale  float16 [K, 1], bias float16 [K, 1]   (quantized only)
+    remap       uint16|int32 [V]   (optional: absent when nothing is pruned)
+    values      uint8 [K, D]  (quantized)  or  float32/float16 [K, D]
+    scale_bias  float16 [K, 2]     (quantized only: column 0 the row's scale, 1 its bias,
+                                    FBGEMM's SBHalf pair)
 
 Lookup of ids (any shape S):
 
-    c = Cast(ResourceGather(remap, ids), int32)                        S
-    e = Cast(ResourceGather(values, c), f32) · Cast(ResourceGather(scale, c), f32)
-        + Cast(ResourceGather(bias, c), f32)                           S × D
+    c      = Cast(ResourceGather(remap, ids), int32)                          S
+    s, b   = Split(Cast(ResourceGather(scale_bias, c), f32), 2, axis=-1)       S × 1 each
+    e      = Cast(ResourceGather(values, c), f32) · s + b                      S × D
 
-(ResourceGather, Cast, Mul, AddV2: the stock TF Serving 2.16 binary loads it; no
-custom ops, no qint8 / Dequantize.) Scale and bias are stored [K, 1], so their rows
-broadcast against the [.., D] rows with no reshape op: a lookup of an int8 table
-behind a remap runs 10 ops against the trained table's gather (+ Identity).
+(ResourceGather, Cast, Split, Mul, AddV2: the stock TF Serving 2.16 binary loads it; no
+custom ops, no qint8 / Dequantize.) s and b broadcast against the [.., D] rows with no
+reshape op: an int8 lookup behind a remap runs 9 ops (7 when the remap is shared)
+against the trained table's one gather.
+
+Sequence ids (rank ≥ 2, e.g. a history [B, L]) are looked up once per distinct id:
+
+    u, idx = Unique(Reshape(ids, [-1]));   e = Reshape(GatherV2(lookup(u), idx), S × D)
+
+A serving request is one user's candidates, so its B history rows are the same L ids:
+the dequantize (a Cast and two broadcasting elementwise ops over S × D) then runs over
+≤ L rows instead of B·L, and the one full-size op left is the fp32 gather the trained
+table also does. (Measured on the bench DIN, 100 candidates: the dequantize of the two
+[100, 50] history lookups was most of the published model's extra latency.)
 
 Tables over one vocabulary (a feature's embedding and first-order tables) share one
 `Remap`: one variable (stored once in the SavedModel, the same checkpoint key under
 both tables) and, in a traced graph, one `c` per ids tensor: the first lookup of `ids`
 gathers it, the other tables' lookups of the same `ids` tensor in the same graph reuse
-it (Grappler does not merge two gathers of a variable).
+it (Grappler does not merge two gathers of a variable); likewise the Unique of a sequence.
 
 `tf.nn.embedding_lookup(table, ids)` dispatches here for a PublishedTable, so a layer
 that looks its tables up with `tf.nn.embedding_lookup` (models/layers/feature_layer.py)
@@ -34,6 +45,31 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import embedding_ops
 from tensorflow.python.util import dispatch
+
+
+class _OncePerGraph:
+    """fn(ids), computed once per ids tensor per traced graph (eagerly: every call).
+
+    The tables that look up the same ids tensor share the ops through this cache
+    (Grappler does not merge two gathers of a variable)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._traced = {}  # (id(graph), ids) -> (graph, result)
+
+    def __call__(self, ids):
+        if tf.executing_eagerly():
+            return self.fn(ids)
+        graph = tf.compat.v1.get_default_graph()
+        key = (id(graph), ids.ref())
+        hit = self._traced.get(key)
+        if hit is None or hit[0] is not graph:
+            hit = (graph, self.fn(ids))
+            self._traced[key] = hit  # the entry keeps `graph` alive, so id(graph) is not reused
+        return hit[1]
+
+
+_unique_ids = _OncePerGraph(lambda ids: tf.unique(tf.reshape(ids, [-1])))  # (u, idx) of flattened ids
 
 
 class Remap:
@@ -51,19 +87,11 @@ class Remap:
             raise ValueError(f"Remap: remap must be a non-empty [V] of indices >= 0, got shape {remap.shape}")
         self.max_index = int(remap.max())
         self.variable = tf.Variable(remap, trainable=False, name="remap")
-        self._traced = {}  # (graph, ids) -> c, for the graphs traced with this remap
+        # c = Cast(ResourceGather(remap, ids), int32); once per ids tensor per traced graph
+        self._compact = _OncePerGraph(lambda ids: tf.cast(tf.gather(self.variable, ids), tf.int32))
 
     def __call__(self, ids):
-        """c = Cast(ResourceGather(remap, ids), int32); once per ids tensor per traced graph."""
-        if tf.executing_eagerly():
-            return tf.cast(tf.gather(self.variable, ids), tf.int32)
-        graph = tf.compat.v1.get_default_graph()
-        key = (id(graph), ids.ref())
-        hit = self._traced.get(key)
-        if hit is None or hit[0] is not graph:
-            hit = (graph, tf.cast(tf.gather(self.variable, ids), tf.int32))
-            self._traced[key] = hit  # the entry keeps `graph` alive, so id(graph) is not reused
-        return hit[1]
+        return self._compact(ids)
 
 
 class PublishedTable(tf.Module):
@@ -71,7 +99,8 @@ class PublishedTable(tf.Module):
 
     Args:
         values: [K, D] compact rows (uint8 when `scale`/`bias` are given, else float).
-        scale, bias: [K] float16 row-wise dequantization parameters (stored [K, 1]), or None.
+        scale, bias: [K] float16 row-wise dequantization parameters (stored as one [K, 2]
+            `scale_bias`), or None.
         remap: [V] int vocabulary id -> compact row, a `Remap` shared with other tables of
             the same vocabulary, or None (ids index `values` directly).
         name: the table's name (the trained variable's, e.g. "emb_video_id").
@@ -91,8 +120,8 @@ class PublishedTable(tf.Module):
             for part, arr in (("scale", scale), ("bias", bias)):
                 if np.shape(arr) != (values.shape[0],):
                     raise ValueError(f"PublishedTable {name}: {part} must be [{values.shape[0]}]")
-            self.scale = tf.Variable(np.asarray(scale, np.float16).reshape(-1, 1), trainable=False, name="scale")
-            self.bias = tf.Variable(np.asarray(bias, np.float16).reshape(-1, 1), trainable=False, name="bias")
+            self.scale_bias = tf.Variable(np.stack([np.asarray(scale, np.float16), np.asarray(bias, np.float16)], 1),
+                                          trainable=False, name="scale_bias")
         self.values = tf.Variable(values, trainable=False, name="values")
         self.remap, self._remap = None, None
         if remap is not None:
@@ -105,13 +134,18 @@ class PublishedTable(tf.Module):
     def lookup(self, ids):
         """Rows of `ids` as float32 [..., D] (module docstring)."""
         ids = tf.convert_to_tensor(ids)
+        if ids.shape.rank is None or ids.shape.rank < 2:
+            return self._rows(ids)
+        unique, index = _unique_ids(ids)
+        return tf.reshape(tf.gather(self._rows(unique), index), tf.concat([tf.shape(ids), [self.dim]], 0))
+
+    def _rows(self, ids):
         if self._remap is not None:
             ids = self._remap(ids)
         rows = tf.gather(self.values, ids)
         if not self.quantized:
             return tf.cast(rows, tf.float32)
-        scale = tf.cast(tf.gather(self.scale, ids), tf.float32)  # S × 1
-        bias = tf.cast(tf.gather(self.bias, ids), tf.float32)
+        scale, bias = tf.split(tf.cast(tf.gather(self.scale_bias, ids), tf.float32), 2, axis=-1)  # S × 1 each
         return tf.cast(rows, tf.float32) * scale + bias
 
     def num_bytes(self, remap: bool = True) -> int:
