@@ -30,10 +30,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def measure(export_dirs, serialized, calls, history_length, signature="serving_default"):
-    """[[ms per call]] of `signature` per SavedModel on one request of len(serialized)
-    candidates (`serving_rank`: the first row's user side, batch 1), in this process,
-    through the embedded server's own call (serving/servable.py `Signature`: numpy feed
-    in, numpy outputs out)."""
+    """[[ms per call]] of `signature` per SavedModel on one request: the first row's user
+    (user, context and history features) with the len(serialized) rows' candidates,
+    as a ranking request is; `serving_default` gets the user side repeated on every row,
+    `serving_rank` once (batch 1). In this process, through the embedded server's own call
+    (serving/servable.py `Signature`: numpy feed in, numpy outputs out)."""
     import tensorflow as tf
 
     from models import features as F
@@ -41,8 +42,10 @@ def measure(export_dirs, serialized, calls, history_length, signature="serving_d
 
     spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in F.SERVING_RAW_FEATURES}
     request = {k: v.numpy() for k, v in tf.io.parse_example(tf.constant(serialized), spec).items()}
-    if signature == "serving_rank":
-        request = {k: (v[:1] if k in F.USER_CONTEXT_FEATURES else v) for k, v in request.items()}
+    n = len(serialized)
+    user = 1 if signature == "serving_rank" else n
+    request = {k: (np.repeat(v[:1], user, axis=0) if k in F.USER_CONTEXT_FEATURES else v)
+               for k, v in request.items()}
     serves = [ServedVersion(1, d, enable_warmup=False).signatures[signature] for d in export_dirs]
     for serve in serves:
         for _ in range(5):

@@ -18,7 +18,8 @@ custom ops, no qint8 / Dequantize.) s and b broadcast against the [.., D] rows w
 reshape op: an int8 lookup behind a remap runs 9 ops (7 when the remap is shared)
 against the trained table's one gather.
 
-Sequence ids (rank ≥ 2, e.g. a history [B, L]) are looked up once per distinct id:
+Sequence ids of more than one row (rank ≥ 2, e.g. a history [B, L]; not [1, L], where
+there is nothing to share) are looked up once per distinct id:
 
     u, idx = Unique(Reshape(ids, [-1]));   e = Reshape(GatherV2(lookup(u), idx), S × D)
 
@@ -134,7 +135,7 @@ class PublishedTable(tf.Module):
     def lookup(self, ids):
         """Rows of `ids` as float32 [..., D] (module docstring)."""
         ids = tf.convert_to_tensor(ids)
-        if ids.shape.rank is None or ids.shape.rank < 2:
+        if ids.shape.rank is None or ids.shape.rank < 2 or ids.shape[0] == 1:
             return self._rows(ids)
         unique, index = _unique_ids(ids)
         return tf.reshape(tf.gather(self._rows(unique), index), tf.concat([tf.shape(ids), [self.dim]], 0))

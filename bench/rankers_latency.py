@@ -1,0 +1,63 @@
+"""Re-time the rankers a bench-rankers run exported, without retraining them.
+
+    BENCH_WORK=<the bench-rankers work dir> BENCH_MODELS=din,bst,xdeepfm,dcn \
+        BENCH_LATENCY_CALLS=300 .venv/bin/python -m bench.rankers_latency
+
+For each `<work>/export/<model>` SavedModel: `serving_default` on the bench's request
+(the first 100 eval rows of the work dir's newest LogExampleGen output, one user's side
+on every row: bench/serving_latency.py), in a fresh process on the server's thread
+pools, the same figure bench-rankers records as `serving_p50_p99_ms`. Writes
+BENCH_OUT (default bench/results/rankers_latency.json).
+"""
+import glob
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bench.ranker_data import NUM_CANDIDATES  # noqa: E402
+from bench.serving_latency import interleaved_latency_ms  # noqa: E402
+
+
+def main() -> int:
+    import tensorflow as tf
+
+    from pipeline import configs
+
+    work = os.environ.get("BENCH_WORK", "/tmp/bench_rankers")
+    models = [m for m in os.environ.get("BENCH_MODELS", "din,bst,xdeepfm,dcn").split(",") if m]
+    calls = int(os.environ.get("BENCH_LATENCY_CALLS", "300"))
+    out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "rankers_latency.json"))
+    runs = glob.glob(os.path.join(work, "tfx_pipeline_output", "*", "LogExampleGen", "examples", "*"))
+    if not runs:
+        print(f"rankers_latency: no LogExampleGen output under {work} (run bench-rankers first)", file=sys.stderr)
+        return 1
+    examples = max(runs, key=os.path.getmtime)
+    files = sorted(glob.glob(os.path.join(examples, "Split-eval", "*")))
+    serialized = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP").take(NUM_CANDIDATES)]
+    load_before, results = os.getloadavg(), {}
+    for name in models:
+        (p50, p99), = interleaved_latency_ms([os.path.join(work, "export", name)], serialized, calls,
+                                             configs.HISTORY_LENGTH)
+        results[name] = {"serving_p50_p99_ms": [p50, p99]}
+        print(name, results[name], flush=True)
+    record = {"work": "<tmp>/" + os.path.basename(work.rstrip("/")), "calls": calls, "candidates": len(serialized),
+              "load_average_before": [round(x, 2) for x in load_before],
+              "load_average_after": [round(x, 2) for x in os.getloadavg()],
+              "latency_thread_pools": {k: configs.SERVING.get(k, 0) for k in (
+                  "tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism")},
+              "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "results": results}
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"rankers_latency: wrote {os.path.relpath(out, ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
