@@ -125,3 +125,30 @@ def test_enabled_signals_are_transformed_then_z_scored(transformed):
     assert "7" in vocab  # a tab only seen in a history is in tab's vocabulary
     assert list(out[1]["hist_tab_xf"]) == [vocab.index("7") + 1, 0, 0, 0]
     assert list(out[0]["hist_tab_xf"]) == [0, 0, 0, 0]
+
+
+def test_an_unseen_value_gets_the_one_oov_index_without_hashing(transformed):
+    """With one OOV bucket an unseen id / string maps to vocab_size + 1 (the index the
+    hashed bucket gave: vocab_size + hash % 1 + 1), known ones to index + 1, padding to 0;
+    the transform graph has no hash op."""
+    import os
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    _, tft_output = transformed
+    rows = [_row(3, 100, [123456, 101], 1.0, video_type=b"never-seen"), _row(1, 777, [100], 1.0)]
+    batch = {k: tf.constant([r[k] for r in rows], dtype=s.dtype) for k, s in F.raw_feature_spec(L).items()}
+    got = {k: v.numpy().tolist() for k, v in tft_output.transform_raw_features(batch).items()}
+    vocab = [v.decode() if isinstance(v, bytes) else v for v in tft_output.vocabulary_by_name("video_id_vocab")]
+    oov = len(vocab) + 1
+    assert got["hist_video_id_xf"] == [[oov, vocab.index("101") + 1, 0, 0], [vocab.index("100") + 1, 0, 0, 0]]
+    assert got["video_id_xf"] == [vocab.index("100") + 1, oov]
+    for key in ("user_id", "video_type"):  # an unseen id, an unseen string
+        assert got[key + "_xf"][0] == tft_output.vocabulary_size_by_name(F.vocab_name(key)) + 1, key
+        assert got[key + "_xf"][1] <= tft_output.vocabulary_size_by_name(F.vocab_name(key)), key
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(tft_output.transform_savedmodel_dir, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    graph = sm.meta_graphs[0].graph_def
+    ops = {n.op for n in graph.node} | {n.op for fn in graph.library.function for n in fn.node_def}
+    assert "LookupTableFindV2" in ops and not [op for op in ops if "Hash" in op and "Table" not in op], sorted(ops)
