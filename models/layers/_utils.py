@@ -39,7 +39,7 @@ def masked_softmax(logits, mask):
     lowest = logits.dtype.min
     # Masked entries are pushed to ~lowest by one broadcast add of a mask-shaped bias and
     # zeroed by one broadcast multiply: on the big [..., N] tensor that is 7 elementwise /
-    # reduce passes, where three broadcasting tf.where (SelectV2) made 10 and cost ~10 % of
+    # reduce passes, where three broadcasting tf.where (SelectV2) made 10 and cost ~15 % of
     # BST's transformer block (one user × 100 rows, 1 thread). Valid entries see exactly
     # the arithmetic they saw before (logits + 0 - row_max).
     shifted = logits + (1.0 - valid) * lowest
