@@ -121,12 +121,17 @@ def make_transform(tft_output, batch=4096):
     return transform
 
 
+def split_files(examples_dir, split):
+    """The gzipped TFRecord files of one split of LogExampleGen's output."""
+    return sorted(glob.glob(os.path.join(examples_dir, f"Split-{split}", "*")))
+
+
 def load_split(examples_dir, split, transform, history_length, frozen=False, batch=4096):
     """Raw examples of a split -> (transformed inputs, labels, meta, first serialized rows);
     with `frozen`, meta["x_frozen"] = the inputs with the user state frozen (freeze_user_state)."""
     import tensorflow as tf
 
-    files = sorted(glob.glob(os.path.join(examples_dir, f"Split-{split}", "*")))
+    files = split_files(examples_dir, split)
     needed = F.SERVING_RAW_FEATURES + F.LABELS + F.SIGNAL_FEATURES + ["date", "user_id", "time_ms", "tab"]
     spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in needed}
     parse = tf.function(lambda serialized: tf.io.parse_example(serialized, spec))

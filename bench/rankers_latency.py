@@ -4,12 +4,11 @@
         BENCH_LATENCY_CALLS=300 .venv/bin/python -m bench.rankers_latency
 
 For each `<work>/export/<model>` SavedModel: `serving_default` on the bench's request
-(the first 100 eval rows of the work dir's newest LogExampleGen output, one user's side
+(the first 100 eval rows of the work dir's latest LogExampleGen output, one user's side
 on every row: bench/serving_latency.py), in a fresh process on the server's thread
-pools, the same figure bench-rankers records as `serving_p50_p99_ms`. Writes
+pools, the same figures bench-rankers records as `serve_p50_ms_100` / `serve_p99_ms_100`. Writes
 BENCH_OUT (default bench/results/rankers_latency.json).
 """
-import glob
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.ranker_data import NUM_CANDIDATES  # noqa: E402
+from bench.ranker_data import NUM_CANDIDATES, split_files  # noqa: E402
 from bench.serving_latency import interleaved_latency_ms  # noqa: E402
 
 
@@ -28,23 +27,26 @@ def main() -> int:
     import tensorflow as tf
 
     from pipeline import configs
+    from pipeline.artifacts import PipelineStore
 
     work = os.environ.get("BENCH_WORK", "/tmp/bench_rankers")
     models = [m for m in os.environ.get("BENCH_MODELS", "din,bst,xdeepfm,dcn").split(",") if m]
     calls = int(os.environ.get("BENCH_LATENCY_CALLS", "300"))
     out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "rankers_latency.json"))
-    runs = glob.glob(os.path.join(work, "tfx_pipeline_output", "*", "LogExampleGen", "examples", "*"))
-    if not runs:
+    try:
+        examples = PipelineStore.for_output_dir(work).latest_uri("LogExampleGen", "examples")
+    except FileNotFoundError:
+        examples = None
+    if not examples:
         print(f"rankers_latency: no LogExampleGen output under {work} (run bench-rankers first)", file=sys.stderr)
         return 1
-    examples = max(runs, key=os.path.getmtime)
-    files = sorted(glob.glob(os.path.join(examples, "Split-eval", "*")))
-    serialized = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP").take(NUM_CANDIDATES)]
+    serialized = [r.numpy() for r in tf.data.TFRecordDataset(split_files(examples, "eval"), compression_type="GZIP")
+                  .take(NUM_CANDIDATES)]
     load_before, results = os.getloadavg(), {}
     for name in models:
         (p50, p99), = interleaved_latency_ms([os.path.join(work, "export", name)], serialized, calls,
                                              configs.HISTORY_LENGTH)
-        results[name] = {"serving_p50_p99_ms": [p50, p99]}
+        results[name] = {"serve_p50_ms_100": round(p50, 3), "serve_p99_ms_100": round(p99, 3)}
         print(name, results[name], flush=True)
     record = {"work": "<tmp>/" + os.path.basename(work.rstrip("/")), "calls": calls, "candidates": len(serialized),
               "load_average_before": [round(x, 2) for x in load_before],

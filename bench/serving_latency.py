@@ -52,8 +52,8 @@ def measure(export_dirs, serialized, calls, history_length, signature="serving_d
             serve(request)
     times = [[] for _ in serves]
     for i in range(calls):
-        for m in range(len(serves)):
-            m = (m + i) % len(serves)  # every model takes every slot of a round equally often
+        for slot in range(len(serves)):
+            m = (i + slot) % len(serves)  # every model takes every slot of a round equally often
             t0 = time.perf_counter()
             serves[m](request)
             times[m].append((time.perf_counter() - t0) * 1000.0)
