@@ -213,7 +213,8 @@ def main() -> int:
 
     examples, transform_graph = br.run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_graph)
-    splits, serialized, info = br.load_splits(examples, tft_output, configs.HISTORY_LENGTH)
+    splits, requests, info = br.load_splits(examples, tft_output, configs.HISTORY_LENGTH)
+    serialized = requests["median_history"]  # the eval split's median-history user (ranker_data)
     for split, cap in (("train", max_train), ("validation", max_eval), ("eval", max_eval)):
         if cap:
             x, y, meta = splits[split]

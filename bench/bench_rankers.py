@@ -17,7 +17,9 @@
    used/skipped, request GAUC, frozen-state GAUC, logloss; models/evaluation/metrics.py and
    request_metrics.py), exports with run_fn.export_serving_model and times `serving_default` on
    requests of 100 candidates in a fresh process on the server's thread pools
-   (bench/serving_latency.py).
+   (bench/serving_latency.py): `serve_p50_ms_100` / `serve_p99_ms_100` for the eval split's
+   median-history user, `*_full_history` for a user with all L items (ranker_data
+   `latency_requests`: the rankers skip history padding, so a longer history costs more).
    Every (model, batch size) runs once per seed; `summary` gives mean ± std over seeds.
    Training reads the in-memory split as the Trainer does with input_in_memory
    (models/training/input.py in_memory_dataset); `train_examples_per_sec` is the steady
@@ -66,7 +68,10 @@ DEFAULT_MODELS = "lr,baseline,xdeepfm,din,bst,dcn,din_dual"
 VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
             "din_scaled": ("din", {"attention_scoring": "scaled_dot"}),
             "din_user_dropout": ("din", {"user_field_dropout": 0.3}),
-            "din_user_l2": ("din", {"user_embedding_l2": 0.01})}
+            "din_user_l2": ("din", {"user_embedding_l2": 0.01}),
+            "xdeepfm_cin64": ("xdeepfm", {"cin_layer_sizes": [64, 64]}),
+            "xdeepfm_cin16": ("xdeepfm", {"cin_layer_sizes": [16, 16]}),
+            "xdeepfm_cin32x1": ("xdeepfm", {"cin_layer_sizes": [32]})}
 
 
 def click_rate_drift(splits, window_s):
@@ -156,7 +161,8 @@ def summarize(records):
             for k in keys:
                 v = np.array([r[split][k] if k in r[split] else r[k] for r in runs], np.float64)
                 row[f"{split}_{k}"] = [round(float(v.mean()), 5), round(float(v.std(ddof=1)) if v.size > 1 else 0.0, 5)]
-        row["serve_p99_ms_100"] = runs[0].get("serve_p99_ms_100")
+        for k in ("serve_p99_ms_100", "serve_p99_ms_100_full_history"):
+            row[k] = runs[0].get(k)
         out.append(row)
     return out
 
@@ -198,7 +204,7 @@ def main() -> int:
     t0 = time.time()
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
-    splits, serialized, info = load_splits(examples_dir, tft_output, history_length)
+    splits, requests, info = load_splits(examples_dir, tft_output, history_length)
     if any(VARIANTS.get(m, (m, {}))[1].get("dual_attention") for m in models):
         info["hist_tab_match_rate"] = round(add_history_scenes(logs, splits, tft_output, history_length), 5)
     train_x, train_y, _ = splits["train"]
@@ -258,9 +264,13 @@ def main() -> int:
                     export_dir = os.path.join(work, "export", name)
                     tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
                     export_serving_model(model, tft_output, history_length, export_dir)
-                    # in a fresh process on the server's thread pools (bench/serving_latency.py)
-                    (p50, p99), = interleaved_latency_ms([export_dir], serialized, calls, history_length)
-                    record.update(serve_p50_ms_100=round(p50, 3), serve_p99_ms_100=round(p99, 3))
+                    # in a fresh process on the server's thread pools (bench/serving_latency.py);
+                    # serve_*_ms_100: the median-history user, *_full_history: a full history
+                    for request, rows in requests.items():
+                        (p50, p99), = interleaved_latency_ms([export_dir], rows, calls, history_length)
+                        suffix = "" if request == "median_history" else "_" + request
+                        record.update({f"serve_p50_ms_100{suffix}": round(p50, 3),
+                                       f"serve_p99_ms_100{suffix}": round(p99, 3)})
                 records.append(record)
                 print("[bench-rankers] " + json.dumps({k: record[k] for k in (
                     "model", "seed", "batch_size", "validation", "eval", "train_examples_per_sec",

@@ -126,8 +126,31 @@ def split_files(examples_dir, split):
     return sorted(glob.glob(os.path.join(examples_dir, f"Split-{split}", "*")))
 
 
+def latency_requests(files, hist_len, history_length):
+    """The ranking requests the latency benches time: NUM_CANDIDATES serialized rows each,
+    the first row's user side on every candidate (bench/serving_latency.py `measure`).
+    A ranker that skips history padding costs more for a longer history, so two users:
+
+        "median_history"  the first row whose history length is the split's median
+        "full_history"    the first row with all `history_length` items (the worst case)
+
+    each followed by the split's first NUM_CANDIDATES - 1 other rows as candidates.
+    `hist_len`: the split's history lengths in file order."""
+    import tensorflow as tf
+
+    picks = {"median_history": int(np.flatnonzero(hist_len == int(np.median(hist_len)))[0])}
+    full = np.flatnonzero(hist_len == history_length)
+    if full.size:
+        picks["full_history"] = int(full[0])
+    wanted = set(picks.values()) | set(range(NUM_CANDIDATES))
+    rows = {i: r.numpy() for i, r in enumerate(tf.data.TFRecordDataset(files, compression_type="GZIP")
+                                               .take(max(wanted) + 1)) if i in wanted}
+    return {name: [rows[i]] + [rows[j] for j in range(NUM_CANDIDATES) if j != i][:NUM_CANDIDATES - 1]
+            for name, i in picks.items()}
+
+
 def load_split(examples_dir, split, transform, history_length, frozen=False, batch=4096):
-    """Raw examples of a split -> (transformed inputs, labels, meta, first serialized rows);
+    """Raw examples of a split -> (transformed inputs, labels, meta, latency_requests);
     with `frozen`, meta["x_frozen"] = the inputs with the user state frozen (freeze_user_state)."""
     import tensorflow as tf
 
@@ -135,12 +158,11 @@ def load_split(examples_dir, split, transform, history_length, frozen=False, bat
     needed = F.SERVING_RAW_FEATURES + F.LABELS + F.SIGNAL_FEATURES + ["date", "user_id", "time_ms", "tab"]
     spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in needed}
     parse = tf.function(lambda serialized: tf.io.parse_example(serialized, spec))
-    parts, serialized = [], []
+    parts = []
     for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch):
         parts.append({k: v.numpy() for k, v in parse(records).items()})
-        if len(serialized) < NUM_CANDIDATES:
-            serialized += list(records.numpy()[:NUM_CANDIDATES - len(serialized)])
     raw = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    requests = latency_requests(files, raw[F.HISTORY_LEN_FEATURE], history_length)
     data = transform(raw)
     labels = {"click_prob": data.pop(F.LABEL_CLICK).astype(np.float32),
               "watch_time_s": data.pop(F.LABEL_WATCH).astype(np.float32)}
@@ -149,23 +171,32 @@ def load_split(examples_dir, split, transform, history_length, frozen=False, bat
     if frozen:
         x_frozen = transform(freeze_user_state(raw, raw["user_id"], raw["tab"], raw["time_ms"]))
         meta["x_frozen"] = {k: v for k, v in x_frozen.items() if k in data}
-    return data, labels, meta, serialized
+    return data, labels, meta, requests
 
 
 def load_splits(examples_dir, tft_output, history_length):
     """The pipeline's train / validation / eval splits (LogExampleGen: validation = the
-    last train day(s)) -> ({split: (x, y, meta)}, eval serialized rows, info); validation
-    and eval carry the frozen-state inputs in meta["x_frozen"]."""
+    last train day(s)) -> ({split: (x, y, meta)}, the eval split's latency_requests, info);
+    validation and eval carry the frozen-state inputs in meta["x_frozen"]."""
     transform = make_transform(tft_output)
-    splits, serialized = {}, None
+    splits, requests = {}, None
     for split in ("train", "validation", "eval"):
-        x, y, meta, rows = load_split(examples_dir, split, transform, history_length, frozen=split != "train")
+        x, y, meta, requests = load_split(examples_dir, split, transform, history_length, frozen=split != "train")
         splits[split] = (x, y, meta)
-        serialized = rows
     info = {"train_days": sorted({int(d) for d in splits["train"][2]["date"]}),
             "validation_days": sorted({int(d) for d in splits["validation"][2]["date"]}),
             **{f"{k}_examples": int(v[1]["click_prob"].size) for k, v in splits.items()}}
-    return splits, serialized, info
+    info["latency_request_history_items"] = {name: request_history_items(rows[0], history_length)
+                                             for name, rows in requests.items()}
+    return splits, requests, info
+
+
+def request_history_items(serialized, history_length):
+    """The history length of one serialized row (the user of a latency request)."""
+    import tensorflow as tf
+
+    spec = {F.HISTORY_LEN_FEATURE: F.raw_feature_spec(history_length)[F.HISTORY_LEN_FEATURE]}
+    return int(tf.io.parse_single_example(serialized, spec)[F.HISTORY_LEN_FEATURE])
 
 
 def add_history_scenes(logs, splits, tft_output, history_length):

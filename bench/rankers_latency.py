@@ -3,9 +3,10 @@
     BENCH_WORK=<the bench-rankers work dir> BENCH_MODELS=din,bst,xdeepfm,dcn \
         BENCH_LATENCY_CALLS=300 .venv/bin/python -m bench.rankers_latency
 
-For each `<work>/export/<model>` SavedModel: `serving_default` on the bench's request
-(the first 100 eval rows of the work dir's latest LogExampleGen output, one user's side
-on every row: bench/serving_latency.py), in a fresh process on the server's thread
+For each `<work>/export/<model>` SavedModel: `serving_default` on the bench's requests
+(100 eval rows of the work dir's latest LogExampleGen output, one user's side on every
+row: the median-history user and a full-history one, bench/ranker_data.py
+`latency_requests`, bench/serving_latency.py), in a fresh process on the server's thread
 pools, the same figures bench-rankers records as `serve_p50_ms_100` / `serve_p99_ms_100`. Writes
 BENCH_OUT (default bench/results/rankers_latency.json).
 """
@@ -19,13 +20,16 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.ranker_data import NUM_CANDIDATES, split_files  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench.ranker_data import NUM_CANDIDATES, latency_requests, request_history_items, split_files  # noqa: E402
 from bench.serving_latency import interleaved_latency_ms  # noqa: E402
 
 
 def main() -> int:
     import tensorflow as tf
 
+    from models import features as F
     from pipeline import configs
     from pipeline.artifacts import PipelineStore
 
@@ -40,15 +44,23 @@ def main() -> int:
     if not examples:
         print(f"rankers_latency: no LogExampleGen output under {work} (run bench-rankers first)", file=sys.stderr)
         return 1
-    serialized = [r.numpy() for r in tf.data.TFRecordDataset(split_files(examples, "eval"), compression_type="GZIP")
-                  .take(NUM_CANDIDATES)]
+    files = split_files(examples, "eval")
+    spec = {F.HISTORY_LEN_FEATURE: F.raw_feature_spec(configs.HISTORY_LENGTH)[F.HISTORY_LEN_FEATURE]}
+    hist_len = np.concatenate([tf.io.parse_example(r, spec)[F.HISTORY_LEN_FEATURE].numpy() for r in
+                               tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8192)])
+    requests = latency_requests(files, hist_len, configs.HISTORY_LENGTH)
     load_before, results = os.getloadavg(), {}
     for name in models:
-        (p50, p99), = interleaved_latency_ms([os.path.join(work, "export", name)], serialized, calls,
-                                             configs.HISTORY_LENGTH)
-        results[name] = {"serve_p50_ms_100": round(p50, 3), "serve_p99_ms_100": round(p99, 3)}
+        results[name] = {}
+        for request, rows in requests.items():  # the keys bench-rankers records
+            (p50, p99), = interleaved_latency_ms([os.path.join(work, "export", name)], rows, calls,
+                                                 configs.HISTORY_LENGTH)
+            suffix = "" if request == "median_history" else "_" + request
+            results[name].update({f"serve_p50_ms_100{suffix}": round(p50, 3), f"serve_p99_ms_100{suffix}": round(p99, 3)})
         print(name, results[name], flush=True)
-    record = {"work": "<tmp>/" + os.path.basename(work.rstrip("/")), "calls": calls, "candidates": len(serialized),
+    record = {"work": "<tmp>/" + os.path.basename(work.rstrip("/")), "calls": calls, "candidates": NUM_CANDIDATES,
+              "request_history_items": {name: request_history_items(rows[0], configs.HISTORY_LENGTH)
+                                        for name, rows in requests.items()},
               "load_average_before": [round(x, 2) for x in load_before],
               "load_average_after": [round(x, 2) for x in os.getloadavg()],
               "latency_thread_pools": {k: configs.SERVING.get(k, 0) for k in (

@@ -67,6 +67,27 @@ def masked_mean(values, mask):
     return tf.reduce_sum(values * m, axis=1) / tf.maximum(tf.reduce_sum(m, axis=1), 1.0)
 
 
+def trim_padding(values, mask):
+    r"""Drops the trailing positions of axis 1 that are padding in every row:
+
+    .. math::
+
+        n = \max\{\, i + 1 : m_{b,i} = 1 \text{ for some row } b \,\} \quad (0 \text{ if none}),
+        \qquad \text{returns } (v_{:, :n},\; m_{:, :n})
+
+    A layer that masks padded items computes the same on the trimmed tensors, on fewer
+    positions: KuaiRand-Pure's histories fill 9-11 % of L = 50 on average (median 7-8
+    items), and one ranking request is one user's history.
+
+    Args:
+        values: ``[B, L, ...]``.
+        mask: ``[B, L]`` 0/1 (or bool); 1 = real item.
+    """
+    valid = tf.reduce_any(tf.cast(mask, tf.bool), axis=0)                          # [L]
+    n = tf.reduce_max(tf.where(valid, tf.range(1, tf.shape(valid)[0] + 1), 0))
+    return values[:, :n], mask[:, :n]
+
+
 def positive_int(owner: str, name: str, value, allow_none: bool = False):
     """``int(value)`` when ``value`` is an int >= 1 (``None`` passes with ``allow_none``);
     otherwise ``ValueError("<owner>: <name> must be a positive int, got ...")``."""

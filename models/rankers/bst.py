@@ -8,12 +8,14 @@
             relative_positions=True adds Shaw et al. edge vectors for clip(j - i, ±K))
     z     = MLP_leakyrelu([e_1..e_F, numerics, S'_0, Σ_i m_i S'_i / Σ_i m_i])
 
-The target sits at position 0 so relative distances are recency differences.
+The target sits at position 0 so relative distances are recency differences. The history
+positions that are padding in every row of the batch are dropped first (`trim_padding`:
+the same outputs, on the positions some row uses; one request is one user's history).
 """
 import tf_keras as keras
 import tensorflow as tf
 
-from models.layers._utils import masked_mean
+from models.layers._utils import masked_mean, trim_padding
 from models.layers.feature_layer import FeatureLayer, mlp, model_inputs
 from models.heads import compile_ranker
 from models.layers.time_gap import TimeGapBucketEmbedding
@@ -37,10 +39,11 @@ def build_bst(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
     gaps = TimeGapBucketEmbedding(output_dim=layer.item_dim, num_buckets=int(time_gap_buckets),
                                   name="time_gap_position")
     target = feats["target_item"][:, tf.newaxis, :] + gaps(tf.zeros_like(feats["history_gap_s"][:, :1]))
-    history = feats["history"] + gaps(feats["history_gap_s"])
+    history, history_mask = keras.layers.Lambda(lambda t: trim_padding(t[0], t[1]), name="trim_padding")(
+        [feats["history"] + gaps(feats["history_gap_s"]), feats["history_mask"]])
     seq = keras.layers.Concatenate(axis=1, name="sequence")([target, history])
     mask = keras.layers.Concatenate(axis=1, name="sequence_mask")(
-        [tf.ones_like(feats["history_mask"][:, :1]), feats["history_mask"]])
+        [tf.ones_like(feats["history_mask"][:, :1]), history_mask])
     for n in range(int(num_blocks)):
         seq = TransformerEncoderBlock(num_heads=int(num_heads), key_dim=layer.item_dim // int(num_heads),
                                       ffn_units=ffn_units, dropout_rate=dropout_rate,
@@ -48,7 +51,7 @@ def build_bst(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
                                       max_relative_position=int(max_relative_position),
                                       name=f"transformer_{n}")(seq, mask=mask)
     hist_out = keras.layers.Lambda(lambda t: masked_mean(t[0], t[1]), name="history_mean")(
-        [seq[:, 1:], feats["history_mask"]])
+        [seq[:, 1:], history_mask])
     z = keras.layers.Concatenate(name="bst_input")(
         [feats["fields_flat"], feats["numerics"], seq[:, 0], hist_out])
     z = mlp(z, mlp_hidden_units, lambda name: keras.layers.LeakyReLU(alpha=0.2, name=name), name="mlp")

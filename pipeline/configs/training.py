@@ -103,7 +103,8 @@ RANKER_PARAMS = {
     "baseline": {"hidden_units": HIDDEN_UNITS},
     "lr": {"learning_rate": 5e-3},  # a linear model converges slowly at 1e-3
     "xdeepfm": {  # Lian et al. 2018: CIN + DNN + linear (eq. 15)
-        "cin_layer_sizes": [64, 64],
+        # 32 maps per layer: the same AUC as 64 at 1.7x the training speed (3 seeds, #15)
+        "cin_layer_sizes": [32, 32],
         "cin_split_half": True,
         "dnn_hidden_units": [128, 64],
     },

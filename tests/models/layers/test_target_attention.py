@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
+from models.layers._utils import masked_softmax
 from models.layers.target_attention import TargetAttention
 from tests.models.layers.round_trip import assert_config_round_trip
 
@@ -254,13 +255,15 @@ _EMPTY_HISTORY_SCRIPT = """
 import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import numpy as np, tensorflow as tf
+from models.layers._utils import masked_softmax
 from models.layers.target_attention import TargetAttention
 att = TargetAttention(hidden_units=(8, 4), activation="dice", use_softmax={softmax}, scoring="{scoring}")
 query = tf.constant(np.random.default_rng(0).normal(size=(5, 6)).astype(np.float32))
-keys = tf.zeros([1, 7, 6])
-call = tf.function(lambda q, k, m: att(q, k, mask=m, training=False, return_attention_scores=True),
-                   input_signature=[tf.TensorSpec([None, 6]), tf.TensorSpec([1, 7, 6]), tf.TensorSpec([1, 7], tf.bool)])
-out, w = call(query, keys, tf.zeros([1, 7], tf.bool))
+rows = {rows}
+call = tf.function(lambda q, k, m: att(q, k, mask=m, training={training}, return_attention_scores=True),
+                   input_signature=[tf.TensorSpec([None, 6]), tf.TensorSpec([rows, 7, 6]),
+                                    tf.TensorSpec([rows, 7], tf.bool)])
+out, w = call(query, tf.zeros([max(rows or 5, 1), 7, 6]), tf.zeros([max(rows or 5, 1), 7], tf.bool))
 assert out.shape == (5, 6) and w.shape == (5, 7), (out.shape, w.shape)
 assert not np.any(out.numpy()) and not np.any(w.numpy())
 print("ok")
@@ -268,16 +271,56 @@ print("ok")
 
 
 @pytest.mark.parametrize("scoring,use_softmax", [("mlp", False), ("mlp", True), ("scaled_dot", True)])
-def test_one_user_with_an_empty_history_runs_in_a_graph(scoring, use_softmax):
-    """A new user (no valid history item) through the traced one-user form, as
-    serving_rank runs it: zero output and weights. With K = 0 items the MLP used to get
-    zero-size inputs, on which oneDNN's fused MatMul aborts the process (dnnl::error),
-    so this runs in a subprocess and checks its exit status."""
+@pytest.mark.parametrize("rows,training", [(1, False), (None, False), (None, True)],
+                         ids=["one-user", "n-rows", "n-rows-training"])
+def test_an_empty_history_runs_in_a_graph(scoring, use_softmax, rows, training):
+    """Users without a valid history item, traced as serving_rank (one user) and as
+    serving_default / training (N rows: no valid pair in the whole batch) run them: zero
+    output and weights. With K = 0 items the MLP used to get zero-size inputs, on which
+    oneDNN's fused MatMul aborts the process (dnnl::error), so this runs in a subprocess
+    and checks its exit status."""
     import subprocess
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    proc = subprocess.run([sys.executable, "-c", _EMPTY_HISTORY_SCRIPT.format(scoring=scoring, softmax=use_softmax)],
+    proc = subprocess.run([sys.executable, "-c", _EMPTY_HISTORY_SCRIPT.format(scoring=scoring, softmax=use_softmax,
+                                                                                         rows=rows, training=training)],
                           cwd=root, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root))
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("use_softmax", [False, True])
+def test_valid_pairs_only_equal_scoring_every_pair(use_softmax):
+    """The N-row path runs the activation unit on the valid (row, item) pairs only; the
+    paper's form scores all B·L pairs (padding kept out of Dice's statistics) and masks
+    them. Same weights, output, gradients and Dice moving averages, in training."""
+    rng = np.random.default_rng(5)
+    query = tf.constant(rng.normal(size=(B, D)).astype(np.float32))
+    keys = tf.constant(rng.normal(size=(B, L, D)).astype(np.float32))
+    _, _, mask = inputs()
+    fast = TargetAttention(hidden_units=(6, 3), activation="dice", use_softmax=use_softmax)
+    every = TargetAttention(hidden_units=(6, 3), activation="dice", use_softmax=use_softmax)
+    fast(query, keys, mask=mask, training=False)
+    every(query, keys, mask=mask, training=False)
+    every.set_weights(fast.get_weights())
+
+    def every_pair(q, k):
+        hidden = every._first_dense_concatenated(q, k, D)
+        scores = every._mlp_scores(hidden, tf.reshape(mask, [-1]), B, L, True)
+        w = (masked_softmax(scores, mask) if use_softmax else tf.where(mask, scores, tf.zeros_like(scores)))
+        return tf.matmul(w[:, tf.newaxis, :], k)[:, 0, :], w
+
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([query, keys])
+        out, w = fast(query, keys, mask=mask, training=True, return_attention_scores=True)
+        want_out, want_w = every_pair(query, keys)
+        loss, want_loss = tf.reduce_sum(out * out), tf.reduce_sum(want_out * want_out)
+    np.testing.assert_allclose(w.numpy(), want_w.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), want_out.numpy(), rtol=1e-5, atol=1e-6)
+    for got, want in zip(tape.gradient(loss, [query, keys] + fast.trainable_variables),
+                         tape.gradient(want_loss, [query, keys] + every.trainable_variables)):
+        np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy(),
+                                   rtol=1e-4, atol=1e-6)
+    for got, want in zip(fast.non_trainable_weights, every.non_trainable_weights):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-7)

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from models.layers._utils import clone_initializer, masked_mean, masked_softmax, positive_int, positive_ints
+from models.layers._utils import clone_initializer, masked_mean, masked_softmax, positive_int, positive_ints, trim_padding
 
 
 def test_clone_initializer_gives_independent_draws():
@@ -48,6 +48,18 @@ def test_masked_mean_hand_values_and_empty_row():
     mask = tf.constant([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
     np.testing.assert_allclose(masked_mean(values, mask).numpy(), [[2.0, 3.0], [7.0, 8.0], [0.0, 0.0]])
     np.testing.assert_allclose(masked_mean(values[..., 0], mask > 0).numpy(), [2.0, 7.0, 0.0])
+
+
+def test_trim_padding_keeps_the_positions_some_row_uses():
+    values = tf.reshape(tf.range(2 * 4 * 3, dtype=tf.float32), [2, 4, 3])
+    mask = tf.constant([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    v, m = trim_padding(values, mask)
+    np.testing.assert_array_equal(v.numpy(), values.numpy()[:, :2])
+    np.testing.assert_array_equal(m.numpy(), mask.numpy()[:, :2])
+    v, m = trim_padding(values, tf.zeros([2, 4]))  # no row has an item: nothing is left
+    assert v.shape == (2, 0, 3) and m.shape == (2, 0)
+    v, m = trim_padding(values, tf.constant([[False, False, False, True], [False] * 4]))  # the last position counts
+    assert v.shape == (2, 4, 3) and m.dtype == tf.bool
 
 
 def test_positive_int_checks():

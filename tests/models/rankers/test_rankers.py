@@ -208,6 +208,26 @@ def test_padding_never_changes_predictions(model_type, params):
         np.testing.assert_allclose(a[name].numpy(), b[name].numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("model_type,params", VARIANTS, ids=IDS)
+def test_a_row_scores_the_same_alone_and_in_any_batch(model_type, params):
+    """DIN scores only the valid (row, item) pairs of a batch and BST drops the history
+    positions that are padding in every row (models/layers/_utils.py trim_padding): what a
+    batch computes depends on its rows' history lengths, a row's scores must not. Each row
+    alone (its own length, 0 for row 0) equals the same row in the batch (up to L)."""
+    sizes = small_vocab_sizes()
+    model = _train(model_type, params, sizes, steps=0)  # structure, not training, is under test
+    x, _ = random_transformed(16, L, sizes, seed=6)
+    assert x["hist_len_xf"][0] == 0 and x["hist_len_xf"].max() == L
+    if HISTORY_SCENE_INPUT in model.input_names:
+        x[HISTORY_SCENE_INPUT] = (np.random.default_rng(3).integers(1, 4, (16, L)) * x["hist_mask_xf"]).astype(np.int64)
+    x = {k: v for k, v in x.items() if k in model.input_names}
+    batch = model(x, training=False)
+    for r in range(16):
+        alone = model({k: v[r:r + 1] for k, v in x.items()}, training=False)
+        for name in batch:
+            np.testing.assert_allclose(alone[name].numpy()[0], batch[name].numpy()[r], rtol=1e-5, atol=1e-6)
+
+
 def test_rankers_learn_a_simple_signal():
     """A few epochs on 'click iff even video id' must beat chance clearly (DIN + LR)."""
     sizes = small_vocab_sizes()
