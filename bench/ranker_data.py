@@ -149,9 +149,10 @@ def latency_requests(files, hist_len, history_length):
             for name, i in picks.items()}
 
 
-def load_split(examples_dir, split, transform, history_length, frozen=False, batch=4096):
-    """Raw examples of a split -> (transformed inputs, labels, meta, latency_requests);
-    with `frozen`, meta["x_frozen"] = the inputs with the user state frozen (freeze_user_state)."""
+def load_split(examples_dir, split, transform, history_length, frozen=False, batch=4096, requests=False):
+    """Raw examples of a split -> (transformed inputs, labels, meta, latency_requests if
+    `requests` else None); with `frozen`, meta["x_frozen"] = the inputs with the user
+    state frozen (freeze_user_state)."""
     import tensorflow as tf
 
     files = split_files(examples_dir, split)
@@ -162,7 +163,8 @@ def load_split(examples_dir, split, transform, history_length, frozen=False, bat
     for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch):
         parts.append({k: v.numpy() for k, v in parse(records).items()})
     raw = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    requests = latency_requests(files, raw[F.HISTORY_LEN_FEATURE], history_length)
+    if requests:
+        requests = latency_requests(files, raw[F.HISTORY_LEN_FEATURE], history_length)
     data = transform(raw)
     labels = {"click_prob": data.pop(F.LABEL_CLICK).astype(np.float32),
               "watch_time_s": data.pop(F.LABEL_WATCH).astype(np.float32)}
@@ -171,7 +173,7 @@ def load_split(examples_dir, split, transform, history_length, frozen=False, bat
     if frozen:
         x_frozen = transform(freeze_user_state(raw, raw["user_id"], raw["tab"], raw["time_ms"]))
         meta["x_frozen"] = {k: v for k, v in x_frozen.items() if k in data}
-    return data, labels, meta, requests
+    return data, labels, meta, requests or None
 
 
 def load_splits(examples_dir, tft_output, history_length):
@@ -181,8 +183,11 @@ def load_splits(examples_dir, tft_output, history_length):
     transform = make_transform(tft_output)
     splits, requests = {}, None
     for split in ("train", "validation", "eval"):
-        x, y, meta, requests = load_split(examples_dir, split, transform, history_length, frozen=split != "train")
+        x, y, meta, rows = load_split(examples_dir, split, transform, history_length, frozen=split != "train",
+                                      requests=split == "eval")
         splits[split] = (x, y, meta)
+        if split == "eval":
+            requests = rows
     info = {"train_days": sorted({int(d) for d in splits["train"][2]["date"]}),
             "validation_days": sorted({int(d) for d in splits["validation"][2]["date"]}),
             **{f"{k}_examples": int(v[1]["click_prob"].size) for k, v in splits.items()}}

@@ -76,8 +76,9 @@ def trim_padding(values, mask):
         \qquad \text{returns } (v_{:, :n},\; m_{:, :n})
 
     A layer that masks padded items computes the same on the trimmed tensors, on fewer
-    positions: KuaiRand-Pure's histories fill 9-11 % of L = 50 on average (median 7-8
-    items), and one ranking request is one user's history.
+    positions: KuaiRand-Pure's histories fill 9 % (train split) to 22 % (eval days) of
+    L = 50 on average (median 7-8 items after the first day), and one ranking request is
+    one user's history.
 
     Args:
         values: ``[B, L, ...]``.

@@ -214,8 +214,8 @@ class TargetAttention(keras.layers.Layer):
         0 anyway): the activation unit runs on the K valid pairs only, gathered from the
         B·L. Histories are mostly padding (KuaiRand-Pure's train split: 8.8 % of the
         L = 50 slots are real), and scoring every pair was ~70 % of DIN's training step
-        (#15, batch 1024: 133 -> 37 ms). Same values as scoring every pair: Dice's batch statistics
-        skipped the padded pairs before too.
+        (#15, batch 1024: 133 -> 37 ms). Same values as scoring every pair: Dice's batch
+        statistics skipped the padded pairs before too.
 
         A zero pair follows the K valid ones, kept out of Dice's statistics and dropped,
         so no tensor is empty when K = 0 (oneDNN's fused MatMul aborts the process on a
