@@ -58,8 +58,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench.ranker_data import add_history_scenes, load_splits, run_example_gen_and_transform  # noqa: E402
-from bench.serving_latency import interleaved_latency_ms  # noqa: E402
+from bench.ranker_data import (add_history_scenes, load_splits, run_example_gen_and_transform,  # noqa: E402
+                               serve_latency_record)
 from components.log_example_gen.time_split import parse_days  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -264,13 +264,7 @@ def main() -> int:
                     export_dir = os.path.join(work, "export", name)
                     tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
                     export_serving_model(model, tft_output, history_length, export_dir)
-                    # in a fresh process on the server's thread pools (bench/serving_latency.py);
-                    # serve_*_ms_100: the median-history user, *_full_history: a full history
-                    for request, rows in requests.items():
-                        (p50, p99), = interleaved_latency_ms([export_dir], rows, calls, history_length)
-                        suffix = "" if request == "median_history" else "_" + request
-                        record.update({f"serve_p50_ms_100{suffix}": round(p50, 3),
-                                       f"serve_p99_ms_100{suffix}": round(p99, 3)})
+                    record.update(serve_latency_record(export_dir, requests, calls, history_length))
                 records.append(record)
                 print("[bench-rankers] " + json.dumps({k: record[k] for k in (
                     "model", "seed", "batch_size", "validation", "eval", "train_examples_per_sec",

@@ -63,10 +63,11 @@ def main() -> int:
         return 1
     t0 = time.time()
     splits, _, info = load_splits(examples, tft.TFTransformOutput(transform), configs.HISTORY_LENGTH)
-    data = {s: (design(x)[0], y["click_prob"]) for s, (x, y, _) in splits.items()}
-    train_matrix, names, is_cat = design(splits["train"][0])
+    designs = {s: design(x) for s, (x, _, _) in splits.items()}
+    data = {s: (designs[s][0], y["click_prob"]) for s, (_, y, _) in splits.items()}
+    train_matrix, names, is_cat = designs["train"]
     # HistGradientBoosting takes categories < 255; a wider one-hot feature stays an ordinal id
-    is_cat &= np.array([np.max(train_matrix[:, j]) < 254 for j in range(len(names))])
+    is_cat = is_cat & (train_matrix.max(axis=0) < 254)
     params = dict(learning_rate=float(os.environ.get("GBDT_LEARNING_RATE", "0.05")),
                   max_iter=int(os.environ.get("GBDT_MAX_ITER", "800")), max_leaf_nodes=31,
                   min_samples_leaf=200, l2_regularization=1.0, categorical_features=is_cat,

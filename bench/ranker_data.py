@@ -149,6 +149,32 @@ def latency_requests(files, hist_len, history_length):
             for name, i in picks.items()}
 
 
+def eval_latency_requests(examples_dir, history_length):
+    """latency_requests of the eval split of LogExampleGen's output (reads its history lengths)."""
+    import tensorflow as tf
+
+    files = split_files(examples_dir, "eval")
+    spec = {F.HISTORY_LEN_FEATURE: F.raw_feature_spec(history_length)[F.HISTORY_LEN_FEATURE]}
+    hist_len = np.concatenate([tf.io.parse_example(r, spec)[F.HISTORY_LEN_FEATURE].numpy() for r in
+                               tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8192)])
+    return latency_requests(files, hist_len, history_length)
+
+
+def serve_latency_record(export_dir, requests, calls, history_length):
+    """`serving_default` p50 / p99 ms of one SavedModel on each of `requests`, as the
+    benches record them: serve_p50_ms_100 / serve_p99_ms_100 for the median-history user,
+    serve_*_ms_100_<request> for the others (bench/serving_latency.py: a fresh process on
+    the server's thread pools)."""
+    from bench.serving_latency import interleaved_latency_ms
+
+    record = {}
+    for request, rows in requests.items():
+        (p50, p99), = interleaved_latency_ms([export_dir], rows, calls, history_length)
+        suffix = "" if request == "median_history" else "_" + request
+        record.update({f"serve_p50_ms_100{suffix}": round(p50, 3), f"serve_p99_ms_100{suffix}": round(p99, 3)})
+    return record
+
+
 def load_split(examples_dir, split, transform, history_length, frozen=False, batch=4096, requests=False):
     """Raw examples of a split -> (transformed inputs, labels, meta, latency_requests if
     `requests` else None); with `frozen`, meta["x_frozen"] = the inputs with the user

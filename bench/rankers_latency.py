@@ -20,16 +20,11 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-
-from bench.ranker_data import NUM_CANDIDATES, latency_requests, request_history_items, split_files  # noqa: E402
-from bench.serving_latency import interleaved_latency_ms  # noqa: E402
+from bench.ranker_data import (NUM_CANDIDATES, eval_latency_requests, request_history_items,  # noqa: E402
+                               serve_latency_record)
 
 
 def main() -> int:
-    import tensorflow as tf
-
-    from models import features as F
     from pipeline import configs
     from pipeline.artifacts import PipelineStore
 
@@ -44,19 +39,11 @@ def main() -> int:
     if not examples:
         print(f"rankers_latency: no LogExampleGen output under {work} (run bench-rankers first)", file=sys.stderr)
         return 1
-    files = split_files(examples, "eval")
-    spec = {F.HISTORY_LEN_FEATURE: F.raw_feature_spec(configs.HISTORY_LENGTH)[F.HISTORY_LEN_FEATURE]}
-    hist_len = np.concatenate([tf.io.parse_example(r, spec)[F.HISTORY_LEN_FEATURE].numpy() for r in
-                               tf.data.TFRecordDataset(files, compression_type="GZIP").batch(8192)])
-    requests = latency_requests(files, hist_len, configs.HISTORY_LENGTH)
+    requests = eval_latency_requests(examples, configs.HISTORY_LENGTH)
     load_before, results = os.getloadavg(), {}
-    for name in models:
-        results[name] = {}
-        for request, rows in requests.items():  # the keys bench-rankers records
-            (p50, p99), = interleaved_latency_ms([os.path.join(work, "export", name)], rows, calls,
-                                                 configs.HISTORY_LENGTH)
-            suffix = "" if request == "median_history" else "_" + request
-            results[name].update({f"serve_p50_ms_100{suffix}": round(p50, 3), f"serve_p99_ms_100{suffix}": round(p99, 3)})
+    for name in models:  # the keys bench-rankers records
+        results[name] = serve_latency_record(os.path.join(work, "export", name), requests, calls,
+                                             configs.HISTORY_LENGTH)
         print(name, results[name], flush=True)
     record = {"work": "<tmp>/" + os.path.basename(work.rstrip("/")), "calls": calls, "candidates": NUM_CANDIDATES,
               "request_history_items": {name: request_history_items(rows[0], configs.HISTORY_LENGTH)

@@ -76,7 +76,6 @@ def _flat_unique(ids):
     return tf.unique(tf.reshape(ids, [-1]))
 
 
-
 class Remap:
     """remap [V] (vocabulary id -> compact row), shareable by the tables of one vocabulary
     (module docstring). Not a tf.Module: each table tracks `variable` as its own `remap`
