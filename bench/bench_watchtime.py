@@ -20,8 +20,10 @@ days but the last, validation = last train day, eval = eval days). Methods:
   α = 0, equal-width and chosen EAD candidates of the Transform asset (never
   recomputed), restoration = configs.CREAD["restoration"];
 - ``cqe_cde``, ``cqe_cse``: one CQE model (configs.CQE), CDE (eq. 8) and CSE (t_0.25), with
-  the split-conformal offsets fitted on the validation split (models/watch_time/conformal.py;
-  ``*_raw`` fields: before them); variants (BENCH_METHODS, CQE_VARIANTS): ``cqe_shared``
+  the split-conformal levels fitted on the validation split (models/watch_time/conformal.py;
+  ``*_raw`` fields: before them; ``*_additive``: CQR's additive offsets instead, the
+  calibration before the levels; ``coverage_error_randomized``: ties at y = t = 0 counted
+  as the randomized PIT does, models.evaluation.metrics.randomized_coverage); variants (BENCH_METHODS, CQE_VARIANTS): ``cqe_shared``
   (the head before #13: on the shared layers, pinball in seconds), ``cqe_tower_seconds``,
   ``cqe_sum`` (sum-over-batch pinball), ``cqe_d2q`` (quantiles of D2Q's in-group percentile,
   mapped back through each duration group's quantile function);
@@ -58,8 +60,9 @@ are ~100x smaller; validation click AUC still picks the best epoch), BENCH_REAL 
 keep the real-data block of an existing BENCH_OUT, rerun the simulator only), BENCH_WORK (/tmp/bench_watchtime),
 BENCH_OUT (bench/results/watchtime.json), BENCH_LOSS_WEIGHT_CQE (configs.LOSS_WEIGHT_CQE),
 BENCH_TRAIN_ROWS (0 = all: a random subset of the real train split, for bounded runs),
-BENCH_PRED_DIR (unset: off; a folder for <block>_<method>.npz, each method's validation and eval
-predictions),
+BENCH_PRED_DIR (unset: off; a folder for <block>_<method>[_s<seed>].npz, each method's validation
+and eval predictions), BENCH_SEEDS (TF seeds, default 0: every method is trained once per seed,
+each record carries its ``seed``; training on 2 CPU threads is not bit-reproducible either),
 LOG_SIGNALS (models/features.py: the leakage-free signals as model inputs, recorded as
 ``log_signals``; use a BENCH_WORK per setting, the cached Transform does not key on it).
 """
@@ -125,8 +128,8 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
     """Records of every method on one data set (truth: optional simulator ground truth),
     appended to `records` (on_record() after each: the bench writes partial results).
     Every record carries the same point metrics on the validation day (``validation``:
-    the day to tune on; CQE's conformal offsets are fitted there, so its validation
-    figures are in-sample for the offsets)."""
+    the day to tune on; CQE's conformal levels are fitted there, so its validation
+    figures are in-sample for the levels)."""
     from models.evaluation import metrics
     from models.watch_time import cqe
     from pipeline import configs
@@ -144,6 +147,10 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                 {str(t): round(float(c), 4) for t, c in zip(COVERAGE_TAUS,
                                                             metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))})
 
+    def randomized_coverage_error(q):  # ties at y = t = 0 counted tau / F0 (metrics.randomized_coverage)
+        c = metrics.randomized_coverage(y, at_levels(q, taus), COVERAGE_TAUS, metrics.zero_cdf(q, taus))
+        return round(float(np.mean(np.abs(c - np.asarray(COVERAGE_TAUS)))), 5)
+
     pred_dir = os.environ.get("BENCH_PRED_DIR", "")
     if pred_dir:
         os.makedirs(pred_dir, exist_ok=True)
@@ -152,20 +159,24 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                  eval_click=eval_y["click_prob"].reshape(-1), validation_click=val_y["click_prob"].reshape(-1),
                  eval_user=user_ids, validation_user=val_users, eval_duration=raw["eval"]["duration_s"],
                  validation_duration=raw["validation"]["duration_s"])
-    for method in expand_methods(methods):
-        res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length)
+    seeds = [int(s) for s in os.environ.get("BENCH_SEEDS", "0").split(",") if s.strip()]
+    for seed, method in ((s, m) for s in seeds for m in expand_methods(methods)):
+        res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length, seed=seed)
         if pred_dir:  # the point estimates of both days, for analyses without retraining
             names = [k for k in res.get("validation", {}) if k != "click_prob"]
-            np.savez(os.path.join(pred_dir, f"{tag}_{method}.npz"), eval_click_prob=res["click_prob"],
+            suffix = f"_s{seed}" if seed else ""
+            np.savez(os.path.join(pred_dir, f"{tag}_{method}{suffix}.npz"), eval_click_prob=res["click_prob"],
                      validation_click_prob=res["validation"]["click_prob"],
                      **{f"eval_{k}": res[k] for k in names}, **{f"validation_{k}": res["validation"][k] for k in names})
         for name, pred in res.items():
-            if name in ("train_seconds", "quantiles", "click_prob", "quantiles_raw", "raw_cde", "offsets", "extra",
+            if name in ("train_seconds", "quantiles", "click_prob", "quantiles_raw", "raw_cde", "levels", "extra",
+                        "quantiles_additive",
                         "validation"):
                 continue
             pred = np.asarray(pred, np.float64)
             # mean_calibration_gap: by prediction decile, seconds
-            rec = {"method": name, **point_metrics(y, pred, user_ids, eval_y["click_prob"], res["click_prob"]),
+            rec = {"method": name, "seed": seed,
+                   **point_metrics(y, pred, user_ids, eval_y["click_prob"], res["click_prob"]),
                    "coverage_error": None, "train_seconds": round(res["train_seconds"], 1), **res["extra"]}
             if name in res.get("validation", {}):
                 rec["validation"] = point_metrics(val_watch, res["validation"][name], val_users,
@@ -174,7 +185,10 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                 rec["coverage_error"], rec["coverage_by_tau"] = coverage(res["quantiles"])
                 rec["coverage_error_raw"], rec["coverage_by_tau_raw"] = coverage(res["quantiles_raw"])
                 rec["mae_raw_cde"] = round(metrics.mae(y, res["raw_cde"]), 4)
-                rec["conformal_offsets_at_deciles"] = [round(float(np.interp(t, taus, res["offsets"])), 3)
+                rec["coverage_error_randomized"] = randomized_coverage_error(res["quantiles"])
+                if "quantiles_additive" in res:  # the additive CQR offsets used before the levels
+                    rec["coverage_error_additive"], rec["coverage_by_tau_additive"] = coverage(res["quantiles_additive"])
+                rec["conformal_levels_at_deciles"] = [round(float(np.interp(t, taus, res["levels"])), 4)
                                                        for t in COVERAGE_TAUS]
             if truth is not None:
                 rec["mae_vs_true_mean"] = round(float(np.mean(np.abs(pred - truth["mean"]))), 4)
@@ -275,7 +289,8 @@ def main() -> int:
               "load_average_start": [round(x, 2) for x in os.getloadavg()],
               "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
               "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS),
-              "log_signals": list(configs.LOG_SIGNALS)}
+              "log_signals": list(configs.LOG_SIGNALS),
+              "seeds": [int(v) for v in os.environ.get("BENCH_SEEDS", "0").split(",") if v.strip()]}
 
     def write():
         result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -3,6 +3,8 @@ from a tree model given the same signals, on *these* days.
 
     LOG_SIGNALS=<the signals> BENCH_WORK=<a bench-rankers work dir> \
         .venv/bin/python -m bench.gbdt_reference      # -> bench/results/gbdt_reference.json
+    GBDT_TARGET=watch LOG_SIGNALS=all BENCH_WORK=<a bench-watchtime work dir>/real \
+        .venv/bin/python -m bench.gbdt_reference      # -> bench/results/gbdt_watch_reference.json
 
 #15 quotes gradient boosting at eval AUC 0.7491 on 05-05..05-08, days this machine's
 `../shared/data/kuairand-pure` does not have; the bench trains on 04-25..05-01 and scores
@@ -14,6 +16,14 @@ the three strings; one with more than 253 values stays an ordinal id), the histo
 High-cardinality ids (user, video, author, music, tag) are left out: that is what the
 signals summarise for a tree. The number of trees is chosen on the validation day's AUC
 (staged predictions), the eval days are scored once.
+
+``GBDT_TARGET=watch`` is #13's reference ("LightGBM, L1 / quantile objectives"), on the
+same design matrix with the watch-time label in seconds: an L1 regressor (the conditional
+median, MAE's minimiser; trees chosen on validation MAE), a squared-error regressor on
+log1p(y) (XAUC), and one quantile regressor per decile τ = 0.1..0.9 (trees chosen on the
+validation day's pinball loss), whose coverage error is reported raw and after the same
+split-conformal levels as CQE's (models/watch_time/conformal.py, fitted on the
+validation day). MAE, XAUC and XGAUC as bench-watchtime computes them.
 """
 import json
 import os
@@ -45,33 +55,15 @@ def design(x):
     return np.stack(cols, axis=1), names, is_cat
 
 
-def main() -> int:
-    import tensorflow_transform as tft
+COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))  # bench_watchtime.COVERAGE_TAUS
+
+
+def click_reference(data, params):
+    """Classifier on click_prob; trees chosen on validation AUC -> record fields."""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import log_loss, roc_auc_score
 
-    from bench.ranker_data import load_splits
-    from pipeline import configs
-    from pipeline.artifacts import PipelineStore
-
-    work = os.environ.get("BENCH_WORK", "/tmp/bench_rankers")
-    out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "gbdt_reference.json"))
-    store = PipelineStore.for_output_dir(work)
-    examples, transform = store.latest_uri("LogExampleGen", "examples"), store.latest_uri("Transform", "transform_graph")
-    if not (examples and transform):
-        print(f"gbdt_reference: no LogExampleGen / Transform output under {work} (run bench-rankers first)", file=sys.stderr)
-        return 1
-    t0 = time.time()
-    splits, _, info = load_splits(examples, tft.TFTransformOutput(transform), configs.HISTORY_LENGTH)
-    designs = {s: design(x) for s, (x, _, _) in splits.items()}
-    data = {s: (designs[s][0], y["click_prob"]) for s, (_, y, _) in splits.items()}
-    train_matrix, names, is_cat = designs["train"]
-    # HistGradientBoosting takes categories < 255; a wider one-hot feature stays an ordinal id
-    is_cat = is_cat & (train_matrix.max(axis=0) < 254)
-    params = dict(learning_rate=float(os.environ.get("GBDT_LEARNING_RATE", "0.05")),
-                  max_iter=int(os.environ.get("GBDT_MAX_ITER", "800")), max_leaf_nodes=31,
-                  min_samples_leaf=200, l2_regularization=1.0, categorical_features=is_cat,
-                  early_stopping=False, random_state=0)
+    data = {s: (x, y["click_prob"]) for s, (x, y, _) in data.items()}
     model = HistGradientBoostingClassifier(**params).fit(*data["train"])
     val_x, val_y = data["validation"]
     val_auc = [roc_auc_score(val_y, p[:, 1]) for p in model.staged_predict_proba(val_x)]
@@ -82,16 +74,108 @@ def main() -> int:
         x, y = data[split]
         p = model.predict_proba(x)[:, 1]
         result[split] = {"auc": round(float(roc_auc_score(y, p)), 5), "logloss": round(float(log_loss(y, p)), 5)}
-    record = {"command": "LOG_SIGNALS=<signals> BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
-              "signals": list(F.MODEL_SIGNAL_FEATURES), "features": names,
+    return {"trees_chosen_on_validation": best,
+            "validation_auc_at_50_tree_steps": [round(a, 5) for a in val_auc[49::50]], **result}
+
+
+def _regressor(params, loss, train, val_x, val_score, **kw):
+    """A HistGradientBoostingRegressor refitted with the number of trees that minimises
+    ``val_score(prediction)`` on the validation day -> (model, trees)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    model = HistGradientBoostingRegressor(loss=loss, **params, **kw).fit(*train)
+    scores = [val_score(p) for p in model.staged_predict(val_x)]
+    best = int(np.argmin(scores)) + 1
+    return HistGradientBoostingRegressor(loss=loss, **dict(params, max_iter=best), **kw).fit(*train), best
+
+
+def watch_reference(data, params):
+    """#13's reference: L1 (seconds), squared error on log1p and decile quantile
+    regressors on watch_time_s; trees chosen on the validation day -> record fields."""
+    from models.evaluation import metrics
+    from models.watch_time import conformal
+
+    x = {s: d[0] for s, d in data.items()}
+    y = {s: np.asarray(d[1]["watch_time_s"], np.float64).reshape(-1) for s, d in data.items()}
+    users = {s: np.asarray(d[2]["user"]) for s, d in data.items()}
+    out, trees = {}, {}
+
+    def point(name, predict):
+        out[name] = {s: {"mae": round(metrics.mae(y[s], p), 4), "xauc": round(metrics.xauc(y[s], p), 5),
+                         "xgauc": round(metrics.xgauc(users[s], y[s], p)["xgauc"], 5)}
+                     for s, p in ((s, np.maximum(predict(x[s]), 0.0)) for s in ("validation", "eval"))}
+
+    l1, trees["l1_seconds"] = _regressor(params, "absolute_error", (x["train"], y["train"]), x["validation"],
+                                         lambda p: metrics.mae(y["validation"], p))
+    point("l1_seconds", l1.predict)
+    log_model, trees["l2_log1p"] = _regressor(params, "squared_error", (x["train"], np.log1p(y["train"])),
+                                              x["validation"],
+                                              lambda p: float(np.mean((p - np.log1p(y["validation"])) ** 2)))
+    point("l2_log1p", lambda m: np.expm1(log_model.predict(m)))
+    q = {s: [] for s in ("validation", "eval")}
+    for tau in COVERAGE_TAUS:
+        model, trees[f"quantile_{tau}"] = _regressor(
+            params, "quantile", (x["train"], y["train"]), x["validation"],
+            lambda p, t=tau: metrics.pinball_loss(y["validation"], p[:, None], [t]), quantile=tau)
+        for s in q:
+            q[s].append(model.predict(x[s]))
+    q = {s: np.maximum.accumulate(np.maximum(np.stack(v, 1), 0.0), axis=1) for s, v in q.items()}  # monotone
+    levels = conformal.fit_levels(y["validation"], q["validation"], COVERAGE_TAUS)
+    calibrated = conformal.apply_levels(q["eval"], levels, COVERAGE_TAUS)
+    out["quantiles"] = {
+        "eval": {"coverage_error_raw": round(metrics.mean_coverage_error(y["eval"], q["eval"], COVERAGE_TAUS), 5),
+                 "coverage_error": round(metrics.mean_coverage_error(y["eval"], calibrated, COVERAGE_TAUS), 5),
+                 "coverage_by_tau_raw": [round(float(c), 4) for c in
+                                         metrics.quantile_coverage(y["eval"], q["eval"], COVERAGE_TAUS)],
+                 "coverage_by_tau": [round(float(c), 4) for c in
+                                     metrics.quantile_coverage(y["eval"], calibrated, COVERAGE_TAUS)],
+                 "median_mae": round(metrics.mae(y["eval"], calibrated[:, COVERAGE_TAUS.index(0.5)]), 4)},
+        "validation": {"coverage_error_raw": round(metrics.mean_coverage_error(
+            y["validation"], q["validation"], COVERAGE_TAUS), 5)},
+        "conformal_levels": [round(float(g), 4) for g in levels]}
+    return {"trees_chosen_on_validation": trees, **out}
+
+
+def main() -> int:
+    import tensorflow_transform as tft
+
+    from bench.ranker_data import load_splits
+    from pipeline import configs
+    from pipeline.artifacts import PipelineStore
+
+    target = os.environ.get("GBDT_TARGET", "click")
+    if target not in ("click", "watch"):
+        raise ValueError(f"GBDT_TARGET must be click or watch, got {target!r}")
+    work = os.environ.get("BENCH_WORK", "/tmp/bench_rankers")
+    out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "gbdt_reference.json" if target == "click"
+                                                   else "gbdt_watch_reference.json"))
+    store = PipelineStore.for_output_dir(work)
+    examples, transform = store.latest_uri("LogExampleGen", "examples"), store.latest_uri("Transform", "transform_graph")
+    if not (examples and transform):
+        print(f"gbdt_reference: no LogExampleGen / Transform output under {work} (run bench-rankers first)", file=sys.stderr)
+        return 1
+    t0 = time.time()
+    splits, _, info = load_splits(examples, tft.TFTransformOutput(transform), configs.HISTORY_LENGTH)
+    designs = {s: design(x) for s, (x, _, _) in splits.items()}
+    train_matrix, names, is_cat = designs["train"]
+    # HistGradientBoosting takes categories < 255; a wider one-hot feature stays an ordinal id
+    is_cat = is_cat & (train_matrix.max(axis=0) < 254)
+    params = dict(learning_rate=float(os.environ.get("GBDT_LEARNING_RATE", "0.05")),
+                  max_iter=int(os.environ.get("GBDT_MAX_ITER", "800")), max_leaf_nodes=31,
+                  min_samples_leaf=200, l2_regularization=1.0, categorical_features=is_cat,
+                  early_stopping=False, random_state=0)
+    data = {s: (designs[s][0], y, meta) for s, (_, y, meta) in splits.items()}
+    result = click_reference(data, params) if target == "click" else watch_reference(data, params)
+    prefix = "" if target == "click" else "GBDT_TARGET=watch "
+    record = {"command": prefix + "LOG_SIGNALS=<signals> BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
+              "target": target, "signals": list(F.MODEL_SIGNAL_FEATURES), "features": names,
               "params": {k: v for k, v in params.items() if k != "categorical_features"},
               "categorical": [n for n, c in zip(names, is_cat) if c],
-              "trees_chosen_on_validation": best, "validation_auc_at_50_tree_steps": [round(a, 5) for a in val_auc[49::50]],
               "data": info, "seconds": round(time.time() - t0, 1), **result}
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(record, f, indent=1)
-    print(json.dumps({k: record[k] for k in ("trees_chosen_on_validation", "validation", "eval", "seconds")}))
+    print(json.dumps({k: v for k, v in record.items() if k not in ("signals", "features", "categorical", "data")}))
     return 0
 
 

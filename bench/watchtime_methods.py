@@ -19,8 +19,8 @@ def candidate_thresholds(report, name):
     return next(c for c in report.candidates if c["name"] == name)["thresholds"]
 
 
-def train_and_predict(method, report, sizes, data, epochs, batch_size, history_length):
-    """Trains the BENCH_RANKER with `method`'s watch head; returns {estimate: pred} (+ quantiles)."""
+def train_and_predict(method, report, sizes, data, epochs, batch_size, history_length, seed=0):
+    """Trains the BENCH_RANKER with `method`'s watch head (TF seed `seed`); returns {estimate: pred} (+ quantiles)."""
     if method == "marginal":
         from models.watch_time import cqe
         from pipeline import configs
@@ -41,7 +41,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
         mean, q = np.full(n_eval, float(np.mean(y))), np.tile(np.quantile(y, taus), (n_eval, 1))
         return {"train_seconds": 0.0, "click_prob": np.full(n_eval, float(np.mean(train_y["click_prob"]))),
                 **refs("eval", n_eval), "quantiles": q, "quantiles_raw": q, "raw_cde": mean,
-                "offsets": np.zeros(taus.size), "extra": {},
+                "levels": taus, "extra": {},
                 "validation": {"click_prob": np.full(n_val, float(np.mean(train_y["click_prob"]))),
                                **refs("validation", n_val)}}
     import tensorflow as tf
@@ -54,7 +54,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 
     ranker = os.environ.get("BENCH_RANKER", "baseline")
     keras.backend.clear_session()
-    tf.random.set_seed(0)
+    tf.random.set_seed(seed)
     config = configs.trainer_config(
         ranker, history_length=history_length, ranking_score="click_prob", watch_head="regression",
         loss_weight_cqe=float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)))

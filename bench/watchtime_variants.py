@@ -1,11 +1,11 @@
 """Issue #13 diagnostics of bench/bench_watchtime.py: CQE variants with split-conformal
-offsets, and CREAD's EAD against equal-frequency buckets over (M, beta)."""
+levels, and CREAD's EAD against equal-frequency buckets over (M, beta)."""
 import os
 
 import numpy as np
 
 # CQE variants (changes to configs.CQE); every CQE model is reported before and after its
-# split-conformal offsets (fitted on the validation split, models/watch_time/conformal.py)
+# split-conformal levels (fitted on the validation split, models/watch_time/conformal.py)
 CQE_VARIANTS = {"cqe": {},
                 "cqe_shared": {"tower_units": [], "stop_gradient": False, "loss_space": "seconds"},  # before #13
                 "cqe_tower_seconds": {"loss_space": "seconds"},
@@ -53,8 +53,20 @@ def sweep_thresholds(method, train_watch):
                                "J_equal_frequency": next(c["J"] for c in result.candidates if c["name"] == "alpha=0")}
 
 
+def additive_cqr(val_y, val_q, eval_q, taus):
+    """The calibration the CQE head had before the levels (kept here as the bench's
+    comparison): CQR's additive offsets ``o_i = (y - t_i)_(k)``, ``k = ceil((n + 1) tau_i)``
+    on the validation rows, served as ``q_i = max_{j <= i} max(t_j + o_j, 0)`` (clipped at
+    0 and made monotone). Returns the eval quantiles [n, N]."""
+    from models.watch_time.conformal import conformal_rank
+
+    s = np.sort(np.asarray(val_y, np.float64).reshape(-1)[:, None] - val_q, axis=0)
+    k = np.array([min(conformal_rank(s.shape[0], t), s.shape[0]) for t in taus]) - 1
+    return np.maximum.accumulate(np.maximum(eval_q + s[k, np.arange(len(taus))], 0.0), axis=1)
+
+
 def cqe_predictions(method, model, d2q, split, pred) -> dict:
-    """Quantiles (seconds) before and after the split-conformal offsets fitted on the
+    """Quantiles (seconds) before and after the split-conformal levels fitted on the
     validation split, and the CSE / CDE / median point estimates of the calibrated ones
     (eval, and ``validation``: the validation split's, with its click probabilities)."""
     from models.watch_time import conformal, cqe
@@ -62,23 +74,24 @@ def cqe_predictions(method, model, d2q, split, pred) -> dict:
 
     duration_key, val_x, val_y, eval_x = split
     taus = cqe.quantile_levels(configs.CQE["num_quantiles"])
-    val_pred = model.predict(val_x, batch_size=4096, verbose=0)  # offsets are still 0
+    val_pred = model.predict(val_x, batch_size=4096, verbose=0)  # levels are still the grid
     val_q, pred_val_click = val_pred["quantiles"], {"click_prob": val_pred["click_prob"].reshape(-1)}
     raw = pred["quantiles"]
     if d2q is not None:  # percentile quantiles -> seconds through each row's group quantile function
         raw = np.stack([d2q.watch_time(eval_x[duration_key], raw[:, i]) for i in range(taus.size)], 1)
         val_q = np.stack([d2q.watch_time(val_x[duration_key], val_q[:, i]) for i in range(taus.size)], 1)
-    offsets = conformal.fit_offsets(val_y["watch_time_s"], val_q, taus)
-    q = conformal.apply_offsets(raw, offsets)
+    levels = conformal.fit_levels(val_y["watch_time_s"], val_q, taus)
+    q = conformal.apply_levels(raw, levels, taus)
 
     def points(quantiles):  # CDE (eq. 8), CSE (t_0.25) and the median t_0.5 (what MAE rewards)
         return {f"{method}_cde": cqe.conditional_expectation(quantiles),
                 f"{method}_cse": cqe.interpolate_quantile(quantiles, 0.25, taus),
                 f"{method}_median": cqe.interpolate_quantile(quantiles, 0.5, taus)}
 
-    # validation: with the offsets fitted on it (in-sample for the offsets)
+    # validation: with the levels fitted on it (in-sample for the levels)
     return {**points(q), "quantiles": q, "quantiles_raw": raw, "raw_cde": cqe.conditional_expectation(raw),
-            "offsets": offsets, "validation": dict(pred_val_click, **points(conformal.apply_offsets(val_q, offsets)))}
+            "quantiles_additive": additive_cqr(val_y["watch_time_s"], val_q, raw, taus),
+            "levels": levels, "validation": dict(pred_val_click, **points(conformal.apply_levels(val_q, levels, taus)))}
 
 
 def _thresholds_of(result, name):

@@ -1,12 +1,12 @@
-"""Quantile calibration of the model report: coverage before and after the conformal offsets.
+"""Quantile calibration of the model report: coverage before and after the conformal levels.
 
 Coverage at level tau is ``c(tau) = P(y <= q_tau)`` (ideal: ``c(tau) = tau``). Three
-curves when the evaluated model's CQE head carries split-conformal offsets
+curves when the evaluated model's CQE head carries split-conformal levels
 (models/watch_time/conformal.py):
 
 - eval days (TFMA ``quantile_coverage@tau`` of the served, calibrated quantiles);
-- the validation split before the offsets and after them, as the Trainer measured
-  them when it fitted the offsets (the head's ``conformal_coverage`` variable [2, N],
+- the validation split before the levels and after them, as the Trainer measured
+  them when it fitted the levels (the head's ``conformal_coverage`` variable [2, N],
   read from the SavedModel's checkpoint; after = tau + at most (1 + tau)/n in sample).
 
 `conformal_coverage(evaluation_uri)` finds the evaluated model through TFMA's
@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 VARIABLE = "conformal_coverage"
-OFFSETS = "conformal_offsets"
+LEVELS = "conformal_levels"
 
 
 def _model_dir(evaluation_uri: str) -> Optional[str]:
@@ -47,7 +47,7 @@ def _model_dir(evaluation_uri: str) -> Optional[str]:
 
 
 def read_conformal_coverage(saved_model_dir: str) -> Optional[Dict[str, list]]:
-    """``{"taus", "before", "after", "offsets"}`` from a SavedModel's variables, or None."""
+    """``{"taus", "before", "after", "levels"}`` from a SavedModel's variables, or None."""
     import tensorflow as tf
 
     from models.watch_time.cqe import quantile_levels
@@ -59,7 +59,7 @@ def read_conformal_coverage(saved_model_dir: str) -> Optional[Dict[str, list]]:
         return None
     names = reader.get_variable_to_shape_map()
     cov = [n for n in names if f"/{VARIABLE}/" in f"/{n}" and n.endswith("VARIABLE_VALUE")]
-    off = [n for n in names if f"/{OFFSETS}/" in f"/{n}" and n.endswith("VARIABLE_VALUE")]
+    off = [n for n in names if f"/{LEVELS}/" in f"/{n}" and n.endswith("VARIABLE_VALUE")]
     if len(cov) != 1:
         return None
     value = np.asarray(reader.get_tensor(cov[0]), np.float64)
@@ -67,7 +67,7 @@ def read_conformal_coverage(saved_model_dir: str) -> Optional[Dict[str, list]]:
         return None
     return {"taus": quantile_levels(value.shape[1]).tolist(), "before": value[0].tolist(),
             "after": value[1].tolist(),
-            "offsets": np.asarray(reader.get_tensor(off[0])).tolist() if len(off) == 1 else None}
+            "levels": np.asarray(reader.get_tensor(off[0])).tolist() if len(off) == 1 else None}
 
 
 def conformal_coverage(evaluation_uri: str) -> Optional[Dict[str, list]]:
@@ -83,7 +83,7 @@ def _error(taus, cov) -> float:
 def plot_quantile_calibration(path: str, coverage: Dict[float, float],
                               conformal: Optional[Dict[str, list]] = None) -> str:
     """tau against coverage: eval days (``coverage``) and, with ``conformal``, the
-    validation split before / after the offsets. Legends carry mean |c(tau) - tau|."""
+    validation split before / after the levels. Legends carry mean |c(tau) - tau|."""
     taus = np.array(sorted(coverage))
     cov = np.array([coverage[t] for t in taus])
     fig = Figure(figsize=(5.5, 5))

@@ -64,7 +64,7 @@ class ReportData:
     calibration_slice: str = OVERALL
     info: Dict[str, str] = dataclasses.field(default_factory=dict)  # shown as a key/value table
     title: str = "Model analysis"
-    conformal: Optional[dict] = None  # validation coverage before / after conformal offsets (#13)
+    conformal: Optional[dict] = None  # validation coverage before / after conformal levels (#13)
     published: Optional[dict] = None  # the Publisher's report (#10; components/model_report/published.py)
 
 
@@ -171,7 +171,7 @@ def plot_watch_time(path: str, train_watch: np.ndarray, discretizations: Sequenc
 
 
 def plot_quantile_calibration(path: str, coverage: Dict[float, float], conformal: Optional[dict] = None) -> str:
-    """Eval-day coverage, and validation before / after conformal offsets (quantile_calibration.py)."""
+    """Eval-day coverage, and validation before / after conformal levels (quantile_calibration.py)."""
     return quantile_calibration.plot_quantile_calibration(path, coverage, conformal)
 
 

@@ -15,7 +15,7 @@ class CqeWatchHead(Head):
     with `provides_watch_time` (CQE the only watch head), "watch_time_s" = CDE (CQE
     eq. 8; metric MAE). `tower_units` / `stop_gradient`: the head's own MLP on
     stop_gradient(z) (models/watch_time/cqe.py). `conformal`: the Trainer fits the
-    layer's split-conformal offsets on the validation split after training
+    layer's split-conformal levels on the validation split after training
     (models/watch_time/conformal.py; read by run_fn, not by the layer).
     """
 

@@ -142,9 +142,9 @@ def run_fn(fn_args):
                    "history": {k: [float(x) for x in v] for k, v in history.history.items()}}, f)
 
     if config.cqe.get("conformal") and "cqe" in config.watch_head and validation is not None:
-        # split-conformal quantile offsets on the validation split, baked into the model (#13)
+        # split-conformal quantile levels on the validation split, baked into the model (#13)
         from models.watch_time import conformal
-        conformal_fit = conformal.fit_model_offsets(model, validation)
+        conformal_fit = conformal.fit_model_levels(model, validation)
         with tf.io.gfile.GFile(os.path.join(run_dir, "conformal.json"), "w") as f:
             json.dump(conformal_fit, f)
 

@@ -38,10 +38,16 @@ Optional quantile tower (issue #13): ``h' = MLP(stop_gradient(h))`` when
 shared layers away from the click head (its weight then only scales the tower's own
 gradients, which Adam normalises away).
 
-Split-conformal offsets (models/watch_time/conformal.py, CQR): a non-trainable weight
-``conformal_offsets`` o [N], zero until the Trainer fits it on the validation split;
-served quantiles are ``q_i = max_{j <= i} max(t_i + o_i, 0)`` (monotone, >= 0; the
-identity while o = 0) and CSE / DQC / CDE are computed from q.
+Split-conformal levels (models/watch_time/conformal.py): a non-trainable weight
+``conformal_levels`` g [N], the grid ``tau_i`` until the Trainer fits it on the
+validation split; served quantiles are the model's own quantile function read at
+``g_i``, linear between the grid levels with ``t(0) = 0``, plus seconds past level 1::
+
+    p_i = min(g_i, tau_N) (N + 1),  j_i = floor(p_i),  w_i = p_i - j_i
+    q_i = (1 - w_i) T_{j_i} + w_i T_{j_i + 1} + max(g_i - 1, 0),   T = [0, t_tau_1, ..., t_tau_N]
+
+(monotone and >= 0 because g is sorted and T is; the identity while g = tau) and
+CSE / DQC / CDE are computed from q.
 """
 from __future__ import annotations
 
@@ -102,17 +108,6 @@ def pinball_loss_log1p_per_example(y_true, quantiles, taus):
     q = tf.convert_to_tensor(quantiles)
     y = tf.math.log1p(tf.maximum(tf.cast(y_true, q.dtype), 0.0))
     return pinball_loss_per_example(y, tf.math.log1p(tf.maximum(q, 0.0)), taus)
-
-
-def running_max(x):
-    """``out[..., i] = max_{j <= i} x[..., j]`` with standard ops (log2(N) shifted maxima)."""
-    n = x.shape[-1]
-    shift = 1
-    while shift < n:
-        pad = tf.fill(tf.concat([tf.shape(x)[:-1], [shift]], 0), tf.constant(-np.inf, x.dtype))
-        x = tf.maximum(x, tf.concat([pad, x[..., :n - shift]], axis=-1))
-        shift *= 2
-    return x
 
 
 SPACES = ("seconds", "log1p")
@@ -205,20 +200,22 @@ class CqeHead(keras.layers.Layer):
                       for i, u in enumerate(self.tower_units)]
 
     def build(self, input_shape):
-        # split-conformal offsets (conformal.py): set by the Trainer, never by gradients
-        self.conformal_offsets = self.add_weight(name="conformal_offsets", shape=(self.num_quantiles,),
-                                                 initializer="zeros", trainable=False)
+        # split-conformal levels (conformal.py): set by the Trainer, never by gradients
+        self.conformal_levels = self.add_weight(
+            name="conformal_levels", shape=(self.num_quantiles,), trainable=False,
+            initializer=keras.initializers.Constant(self.taus.astype(np.float32)))
         # record for the model report: coverage of each level on the calibration split
-        # before (row 0) and after (row 1) the offsets; not used in call
+        # before (row 0) and after (row 1) the levels; not used in call
         self.conformal_coverage = self.add_weight(name="conformal_coverage", shape=(2, self.num_quantiles),
                                                   initializer="zeros", trainable=False)
         super().build(input_shape)
 
-    def set_conformal_offsets(self, offsets, coverage_before=None, coverage_after=None):
-        offsets = np.asarray(offsets, np.float32).reshape(-1)
-        if offsets.shape != (self.num_quantiles,) or not np.all(np.isfinite(offsets)):
-            raise ValueError(f"need {self.num_quantiles} finite offsets, got shape {offsets.shape}")
-        self.conformal_offsets.assign(offsets)
+    def set_conformal_levels(self, levels, coverage_before=None, coverage_after=None):
+        levels = np.asarray(levels, np.float32).reshape(-1)
+        if (levels.shape != (self.num_quantiles,) or not np.all(np.isfinite(levels) & (levels >= 0))
+                or np.any(np.diff(levels) < 0)):
+            raise ValueError(f"need {self.num_quantiles} non-decreasing levels >= 0, got {levels}")
+        self.conformal_levels.assign(levels)
         if coverage_before is not None:
             self.conformal_coverage.assign(np.stack([np.asarray(coverage_before, np.float32),
                                                      np.asarray(coverage_after, np.float32)]))
@@ -226,6 +223,19 @@ class CqeHead(keras.layers.Layer):
     def _interp(self, q, iw):
         i, w = iw
         return (1.0 - w) * q[:, i] + w * q[:, i + 1]
+
+    def _at_levels(self, t):
+        """The served quantiles: ``t`` [B, N] read at the conformal levels (docstring)."""
+        n = self.num_quantiles
+        table = tf.concat([tf.zeros_like(t[:, :1]), t], axis=-1)  # T [B, N + 1]
+        levels = tf.cast(self.conformal_levels, t.dtype)
+        pos = tf.minimum(levels * float(n + 1), float(n))
+        # the slack keeps an integer position (the identity levels i / (N + 1)) on its own column
+        j = tf.clip_by_value(tf.floor(pos + 1e-3), 0.0, float(n - 1))
+        w = tf.clip_by_value(pos - j, 0.0, 1.0)
+        j = tf.cast(j, tf.int32)
+        past_grid = tf.nn.relu(levels - 1.0)  # seconds past the top quantile
+        return (1.0 - w) * tf.gather(table, j, axis=1) + w * tf.gather(table, j + 1, axis=1) + past_grid
 
     def call(self, hidden, k=None):
         act = tf.nn.softplus if self.increment == "softplus" else tf.nn.relu
@@ -235,9 +245,7 @@ class CqeHead(keras.layers.Layer):
             hidden = layer(hidden)
         base = tf.nn.softplus(self.base(hidden))  # [B, 1]
         d = act(self.increments(hidden))  # [B, N - 1]
-        quantiles = tf.concat([base, base + tf.cumsum(d, axis=-1)], axis=-1)
-        offsets = tf.cast(self.conformal_offsets, quantiles.dtype)
-        quantiles = running_max(tf.nn.relu(quantiles + offsets))
+        quantiles = self._at_levels(tf.concat([base, base + tf.cumsum(d, axis=-1)], axis=-1))
         t_low = self._interp(quantiles, self._low)
         t_high = self._interp(quantiles, self._high)
         if k is None:

@@ -80,7 +80,7 @@ CQE = {
     # the quantile tower: its own MLP on stop_gradient(z), so the pinball loss cannot
     # cost click AUC; pinball scored on log1p (same quantiles, a learnable scale);
     # "mean" over the batch ("sum": the CQE authors' snippet; Adam makes them equivalent
-    # for a tower only the pinball loss trains); split-conformal offsets fitted by the
+    # for a tower only the pinball loss trains); split-conformal levels fitted by the
     # Trainer on the validation split (models/watch_time/conformal.py).
     # EAD stays the CREAD default (EAD_NUM_BUCKETS = 20): on the tuning day it beats equal
     # frequency on mean calibration by decile (the E[y] error CREAD claims) at M = 10 and 20,

@@ -1,5 +1,5 @@
-"""Split-conformal quantile offsets (CQR, Romano et al. 2019): formula against brute
-force, the finite-sample coverage bound on held-back simulated data, and the offsets
+"""Split-conformal recalibrated levels (conformal.py): PIT and levels against brute
+force, the finite-sample coverage bound on held-back simulated data, and the levels
 living in the CQE head as a SavedModel variable."""
 import numpy as np
 import pytest
@@ -25,18 +25,49 @@ def _bad_quantiles(x, taus):
     return np.expm1(np.maximum(1.2 + x[:, None] + 0.2 * norm.ppf(taus)[None, :], 0.0))
 
 
-def test_offsets_match_brute_force_order_statistics():
+def _brute_pit(y, t, taus):
+    """Bisection on the level for the piecewise-linear quantile function through (0, 0)."""
+    grid = np.concatenate([[0.0], taus])
+    curve = np.concatenate([[0.0], t])
+    if y > curve[-1]:
+        return 1.0 + (y - curve[-1])
+    lo, hi = 0.0, taus[-1]
+    for _ in range(60):  # the lowest level whose quantile reaches y
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if np.interp(mid, grid, curve) >= y else (mid, hi)
+    return hi
+
+
+def test_pit_and_levels_match_brute_force_order_statistics():
     rng = np.random.default_rng(0)
     y, q = rng.exponential(5.0, 37), np.sort(rng.exponential(5.0, (37, 5)), axis=1)
-    got = conformal.fit_offsets(y, q, TAUS)
+    y[:3] = 0.0  # skipped videos: PIT 0
+    q[3, 1:3] = q[3, 0]  # a flat stretch
+    y[3] = q[3, 0]  # ... on which the lowest level counts
+    scores = conformal.scores(y, q, TAUS)
+    np.testing.assert_allclose(scores, [_brute_pit(y[n], q[n], TAUS) for n in range(37)], atol=1e-9)
+    assert np.all(scores[:3] == 0.0) and scores[3] == pytest.approx(TAUS[0])
+    got = conformal.fit_levels(y, q, TAUS)
     for i, tau in enumerate(TAUS):
-        scores = sorted(y[n] - q[n, i] for n in range(37))
         k = int(np.ceil((37 + 1) * tau - 1e-9))  # 1-based rank
-        assert got[i] == pytest.approx(scores[k - 1])
+        assert got[i] == pytest.approx(sorted(scores)[k - 1])
     assert conformal.conformal_rank(99, 0.5) == 50 and conformal.conformal_rank(9, 0.1) == 1
-    assert conformal.fit_offsets([1.0, 2.0], [[0.0], [0.0]], [0.9])[0] == 2.0  # k > n: largest score
+    # y = 1 below t = 3: level 0.9 / 3; y = 2 a second past t = 1: 1 + 1; k > n: the largest score
+    np.testing.assert_allclose(conformal.scores([1.0, 2.0], [[3.0], [1.0]], [0.9]), [0.3, 2.0])
+    assert conformal.fit_levels([1.0, 2.0], [[3.0], [1.0]], [0.9])[0] == 2.0
+    # the served quantile at the new level is the model's line read there (+ seconds past level 1)
+    levels = np.array([0.05, 0.25, 0.3, 0.95, 1.5])
+    out = conformal.apply_levels(q, levels, TAUS)
+    grid, curve = np.concatenate([[0.0], TAUS]), np.concatenate([np.zeros((37, 1)), q], axis=1)
+    want = [[np.interp(min(g, TAUS[-1]), grid, curve[n]) + max(g - 1, 0) for g in levels] for n in range(37)]
+    np.testing.assert_allclose(out, want, rtol=1e-12)
+    np.testing.assert_allclose(conformal.apply_levels(q, TAUS, TAUS), q, rtol=1e-12)  # the grid: identity
+    # y <= q(g) exactly when pit(y) <= g (the equivalence the guarantee rests on)
+    for g in (0.07, 0.3, 0.8, 0.95, 3.0):
+        qg = conformal.apply_levels(q, np.full(5, g), TAUS)[:, 0]
+        np.testing.assert_array_equal(y <= qg + 1e-12, scores <= g + 1e-12)
     with pytest.raises(ValueError, match="quantiles must be"):
-        conformal.fit_offsets(y, q[:, :2], TAUS)
+        conformal.fit_levels(y, q[:, :2], TAUS)
     with pytest.raises(ValueError, match="tau"):
         conformal.conformal_rank(10, 1.0)
 
@@ -48,8 +79,8 @@ def test_held_back_half_coverage_within_finite_sample_bound():
     cal, test = slice(0, 10_000), slice(10_000, None)
     raw_cov = np.mean(y[test, None] <= q[test], axis=0)
     assert np.max(np.abs(raw_cov - TAUS)) > 0.1  # the model is miscalibrated (the test can fail)
-    offsets = conformal.fit_offsets(y[cal], q[cal], TAUS)
-    cov = np.mean(y[test, None] <= conformal.apply_offsets(q[test], offsets), axis=0)
+    levels = conformal.fit_levels(y[cal], q[cal], TAUS)
+    cov = np.mean(y[test, None] <= conformal.apply_levels(q[test], levels, TAUS), axis=0)
     for tau, c in zip(TAUS, cov):
         lo, hi = conformal.coverage_bounds(10_000, tau)
         # conditional on the calibration half the coverage is Beta(k, n + 1 - k); the test half
@@ -65,11 +96,15 @@ def test_mean_coverage_over_splits_is_inside_the_bound():
     x, y = _simulate(rng, reps * (n_cal + n_test))
     x, y = x.reshape(reps, -1), y.reshape(reps, -1)
     q = _bad_quantiles(x.reshape(-1), TAUS).reshape(reps, n_cal + n_test, TAUS.size)
-    scores = np.sort(y[:, :n_cal, None] - q[:, :n_cal], axis=1)
+    scores = np.sort(conformal.scores(y[:, :n_cal].reshape(-1), q[:, :n_cal].reshape(-1, TAUS.size),
+                                   TAUS).reshape(reps, n_cal), axis=1)
     k = np.array([conformal.conformal_rank(n_cal, t) for t in TAUS]) - 1
-    offsets = scores[:, k, np.arange(TAUS.size)]  # [reps, N]
-    np.testing.assert_allclose(offsets[0], conformal.fit_offsets(y[0, :n_cal], q[0, :n_cal], TAUS))
-    covered = y[:, n_cal:, None] <= q[:, n_cal:] + offsets[:, None, :]
+    levels = scores[:, k]  # [reps, N]
+    np.testing.assert_allclose(levels[0], conformal.fit_levels(y[0, :n_cal], q[0, :n_cal], TAUS))
+    # y <= q(g)  <=>  pit(y) <= g: score the test rows on the level scale
+    test_pit = conformal.scores(y[:, n_cal:].reshape(-1), q[:, n_cal:].reshape(-1, TAUS.size),
+                             TAUS).reshape(reps, n_test)
+    covered = test_pit[:, :, None] <= levels[:, None, :]
     mean_cov = covered.mean(axis=(0, 1))
     # sd of the mean: Beta(k, n + 1 - k) spread of each split's coverage + the test rows' binomial noise
     se = np.sqrt(TAUS * (1 - TAUS) * (1 / (n_cal + 2) + 1 / n_test) / reps)
@@ -77,13 +112,26 @@ def test_mean_coverage_over_splits_is_inside_the_bound():
     assert np.all(mean_cov <= TAUS + 1 / (n_cal + 1) + 4 * se), mean_cov
 
 
-def test_apply_offsets_keeps_quantiles_monotone_and_nonnegative():
-    q = np.array([[0.0, 1.0, 2.0, 3.0]])
-    out = conformal.apply_offsets(q, [-1.0, 0.5, -2.0, 0.0])
-    np.testing.assert_allclose(out, [[0.0, 1.5, 1.5, 3.0]])
+def test_levels_keep_quantiles_monotone_and_nonnegative_on_a_zero_atom():
+    """Watch time with 30 % skipped videos (y = 0): the recalibrated quantiles stay >= 0 and
+    monotone with no clip or sort, and still cover tau on held-back rows (ties at 0 only
+    raise coverage, the lower bound holds)."""
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(6, 100)).astype(np.float32)
-    np.testing.assert_allclose(cqe.running_max(tf.constant(x)).numpy(), np.maximum.accumulate(x, axis=1))
+    x, y = _simulate(rng, 20_000)
+    y[rng.random(y.size) < 0.3] = 0.0
+    q = _bad_quantiles(x, TAUS) + 2.0  # too high: the levels move down
+    levels = conformal.fit_levels(y[:10_000], q[:10_000], TAUS)
+    assert np.all(np.diff(levels) >= 0)
+    served = conformal.apply_levels(q[10_000:], levels, TAUS)
+    assert np.all(served >= 0) and np.all(np.diff(served, axis=1) >= 0)
+    cov = np.mean(y[10_000:, None] <= served, axis=0)
+    se = np.sqrt(TAUS * (1 - TAUS) * 2 / 10_000)
+    assert np.all(cov >= TAUS - 4 * se), cov
+    atom = np.mean(y[10_000:] == 0)
+    below = TAUS < atom  # tau = 0.1, 0.25: the quantile is 0 and covers the whole atom
+    np.testing.assert_allclose(levels[below], 0.0)
+    np.testing.assert_allclose(cov[below], atom)
+    assert np.all(cov[~below] <= TAUS[~below] + 1 / 10_001 + 4 * se[~below]), cov
 
 
 def _tiny_model(num_quantiles=9, **kw):
@@ -93,20 +141,20 @@ def _tiny_model(num_quantiles=9, **kw):
     return keras.Model(inp, {"quantiles": out["quantiles"], "cse": out["cse"]})
 
 
-def test_fit_model_offsets_sets_the_head_weight_and_survives_saved_model(tmp_path):
+def test_fit_model_levels_sets_the_head_weight_and_survives_saved_model(tmp_path):
     model = _tiny_model(tower_units=[4], stop_gradient=True)
     rng = np.random.default_rng(4)
     x = rng.normal(size=(400, 3)).astype(np.float32)
     y = rng.exponential(10.0, 400).astype(np.float32)
     raw = model(x)["quantiles"].numpy()
     data = tf.data.Dataset.from_tensor_slices(({"x": x}, {"quantiles": y})).batch(64)
-    fit = conformal.fit_model_offsets(model, data)
+    fit = conformal.fit_model_levels(model, data)
     taus = cqe.quantile_levels(9)
-    expected = conformal.fit_offsets(y, raw, taus)
-    np.testing.assert_allclose(fit["offsets"], expected, rtol=1e-5, atol=1e-4)
-    assert "cqe/conformal_offsets:0" in [w.name for w in model.non_trainable_weights]
+    expected = conformal.fit_levels(y, raw, taus)
+    np.testing.assert_allclose(fit["levels"], expected, rtol=1e-5, atol=1e-6)
+    assert "cqe/conformal_levels:0" in [w.name for w in model.non_trainable_weights]
     calibrated = model(x)["quantiles"].numpy()
-    np.testing.assert_allclose(calibrated, conformal.apply_offsets(raw, expected), rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(calibrated, conformal.apply_levels(raw, expected, taus), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(fit["coverage_after"], np.mean(y[:, None] <= calibrated, axis=0), atol=1e-2)
     # in sample, the k-th score's own row is covered: coverage = k / n, k = ceil((n + 1) tau)
     gap = np.array(fit["coverage_after"]) - taus
@@ -123,7 +171,7 @@ def test_fit_model_offsets_sets_the_head_weight_and_survives_saved_model(tmp_pat
     record = read_conformal_coverage(str(tmp_path / "m"))
     np.testing.assert_allclose(record["before"], fit["coverage_before"], atol=1e-6)
     np.testing.assert_allclose(record["after"], fit["coverage_after"], atol=1e-6)
-    np.testing.assert_allclose(record["offsets"], expected, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(record["levels"], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_stop_gradient_tower_gets_no_gradient_into_the_shared_layer():
@@ -152,3 +200,21 @@ def test_pinball_log1p_and_sum_over_batch_against_numpy():
     assert clone.space == "log1p" and clone.batch_reduction == "sum"
     with pytest.raises(ValueError, match="space"):
         cqe.PinballLoss(4, space="log")
+
+
+def test_head_reads_its_quantiles_at_the_levels_like_apply_levels():
+    """The CqeHead's served quantiles (TF, standard ops) equal conformal.apply_levels on its
+    raw quantiles, for the identity grid, levels between grid points, below the first
+    level and past level 1 (seconds above the top quantile)."""
+    model = _tiny_model(num_quantiles=9)
+    head = conformal.cqe_layers(model)[0]
+    x = np.random.default_rng(5).normal(size=(50, 3)).astype(np.float32)
+    raw = model(x)["quantiles"].numpy()
+    taus = cqe.quantile_levels(9)
+    for levels in (taus, np.array([0.0, 0.01, 0.15, 0.15, 0.33, 0.5, 0.85, 0.95, 1.0]),
+                   np.array([0.02, 0.2, 0.3, 0.4, 0.6, 0.9, 1.0, 1.5, 4.0])):
+        head.set_conformal_levels(levels)
+        np.testing.assert_allclose(model(x)["quantiles"].numpy(), conformal.apply_levels(raw, levels, taus),
+                                   rtol=1e-5, atol=1e-4)
+    with pytest.raises(ValueError, match="non-decreasing levels"):
+        head.set_conformal_levels(taus[::-1])

@@ -1,0 +1,34 @@
+"""bench/gbdt_reference.py watch_reference: #13's gradient-boosting reference on a small
+synthetic split where validation and eval are exchangeable."""
+import numpy as np
+
+from bench.gbdt_reference import COVERAGE_TAUS, watch_reference
+
+
+def _split(rng, n):
+    x = rng.normal(size=(n, 3))
+    y = np.exp(1.5 + 0.8 * x[:, 0] + 0.5 * rng.normal(size=n))  # log-normal seconds, median exp(1.5 + 0.8 x0)
+    return x, {"watch_time_s": y.astype(np.float32)}, {"user": rng.integers(0, 40, n)}
+
+
+def test_watch_reference_orders_and_covers_an_exchangeable_eval_split():
+    rng = np.random.default_rng(0)
+    data = {"train": _split(rng, 3000), "validation": _split(rng, 2000), "eval": _split(rng, 2000)}
+    params = dict(learning_rate=0.1, max_iter=30, max_leaf_nodes=7, min_samples_leaf=20, l2_regularization=0.0,
+                  categorical_features=None, early_stopping=False, random_state=0)
+    rec = watch_reference(data, params)
+    assert set(rec["trees_chosen_on_validation"]) == {"l1_seconds", "l2_log1p"} | {f"quantile_{t}" for t in COVERAGE_TAUS}
+    assert all(1 <= t <= 30 for t in rec["trees_chosen_on_validation"].values())
+    # the features carry the label's order: far better than chance, within and across users
+    for head in ("l1_seconds", "l2_log1p"):
+        assert rec[head]["eval"]["xauc"] > 0.75 and rec[head]["eval"]["xgauc"] > 0.7
+    # the L1 model predicts the conditional median: its MAE beats the marginal median's
+    y = data["eval"][1]["watch_time_s"].astype(np.float64)
+    assert rec["l1_seconds"]["eval"]["mae"] < np.mean(np.abs(y - np.median(y)))
+    q = rec["quantiles"]
+    assert len(q["conformal_levels"]) == len(COVERAGE_TAUS) == len(q["eval"]["coverage_by_tau"])
+    # conformal on an exchangeable validation day: every decile covered within a few sampling std
+    # (the finite-sample bound itself is tested in tests/models/watch_time/test_conformal.py)
+    cov = np.array(q["eval"]["coverage_by_tau"])
+    assert np.all(np.abs(cov - np.array(COVERAGE_TAUS)) < 4 * np.sqrt(0.25 / 2000) + 1 / 2001)
+    assert q["eval"]["coverage_error"] < 0.02
