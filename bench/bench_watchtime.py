@@ -23,7 +23,8 @@ days but the last, validation = last train day, eval = eval days). Methods:
   the split-conformal levels fitted on the validation split (models/watch_time/conformal.py;
   ``*_raw`` fields: before them; ``*_additive``: CQR's additive offsets instead, the
   calibration before the levels; ``coverage_error_randomized``: ties at y = t = 0 counted
-  as the randomized PIT does, models.evaluation.metrics.randomized_coverage); variants (BENCH_METHODS, CQE_VARIANTS): ``cqe_shared``
+  as the randomized PIT does, models.evaluation.quantile_metrics.randomized_coverage);
+  variants (BENCH_METHODS, CQE_VARIANTS): ``cqe_shared``
   (the head before #13: on the shared layers, pinball in seconds), ``cqe_tower_seconds``,
   ``cqe_sum`` (sum-over-batch pinball), ``cqe_d2q`` (quantiles of D2Q's in-group percentile,
   mapped back through each duration group's quantile function);
@@ -96,7 +97,7 @@ SIM_TRUTH_TAUS = (0.10, 0.25, 0.50, 0.75, 0.90)  # data/simulator/ QUANTILE_LEVE
 # --------------------------------------------------------------------------- math
 def at_levels(quantiles, taus, eval_taus=COVERAGE_TAUS) -> np.ndarray:
     """[n, len(eval_taus)]: the quantiles on grid `taus` interpolated at `eval_taus`, for
-    models.metrics.quantile_coverage / mean_coverage_error."""
+    models.evaluation.quantile_metrics.quantile_coverage / mean_coverage_error."""
     from models.watch_time.cqe import interpolate_quantile
 
     return np.stack([interpolate_quantile(quantiles, t, taus) for t in eval_taus], axis=1)
@@ -130,7 +131,7 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
     Every record carries the same point metrics on the validation day (``validation``:
     the day to tune on; CQE's conformal levels are fitted there, so its validation
     figures are in-sample for the levels)."""
-    from models.evaluation import metrics
+    from models.evaluation import metrics, quantile_metrics
     from models.watch_time import cqe
     from pipeline import configs
 
@@ -143,12 +144,12 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
 
     def coverage(q):
         q_eval = at_levels(q, taus)  # share(y <= t_tau): above tau = quantiles too high
-        return (round(metrics.mean_coverage_error(y, q_eval, COVERAGE_TAUS), 5),
+        return (round(quantile_metrics.mean_coverage_error(y, q_eval, COVERAGE_TAUS), 5),
                 {str(t): round(float(c), 4) for t, c in zip(COVERAGE_TAUS,
-                                                            metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))})
+                                                            quantile_metrics.quantile_coverage(y, q_eval, COVERAGE_TAUS))})
 
-    def randomized_coverage_error(q):  # ties at y = t = 0 counted tau / F0 (metrics.randomized_coverage)
-        c = metrics.randomized_coverage(y, at_levels(q, taus), COVERAGE_TAUS, metrics.zero_cdf(q, taus))
+    def randomized_coverage_error(q):  # ties at y = t = 0 counted tau / F0 (quantile_metrics.randomized_coverage)
+        c = quantile_metrics.randomized_coverage(y, at_levels(q, taus), COVERAGE_TAUS, quantile_metrics.zero_cdf(q, taus))
         return round(float(np.mean(np.abs(c - np.asarray(COVERAGE_TAUS)))), 5)
 
     pred_dir = os.environ.get("BENCH_PRED_DIR", "")

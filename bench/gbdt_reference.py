@@ -92,7 +92,7 @@ def _regressor(params, loss, train, val_x, val_score, **kw):
 def watch_reference(data, params):
     """#13's reference: L1 (seconds), squared error on log1p and decile quantile
     regressors on watch_time_s; trees chosen on the validation day -> record fields."""
-    from models.evaluation import metrics
+    from models.evaluation import metrics, quantile_metrics
     from models.watch_time import conformal
 
     x = {s: d[0] for s, d in data.items()}
@@ -116,21 +116,21 @@ def watch_reference(data, params):
     for tau in COVERAGE_TAUS:
         model, trees[f"quantile_{tau}"] = _regressor(
             params, "quantile", (x["train"], y["train"]), x["validation"],
-            lambda p, t=tau: metrics.pinball_loss(y["validation"], p[:, None], [t]), quantile=tau)
+            lambda p, t=tau: quantile_metrics.pinball_loss(y["validation"], p[:, None], [t]), quantile=tau)
         for s in q:
             q[s].append(model.predict(x[s]))
     q = {s: np.maximum.accumulate(np.maximum(np.stack(v, 1), 0.0), axis=1) for s, v in q.items()}  # monotone
     levels = conformal.fit_levels(y["validation"], q["validation"], COVERAGE_TAUS)
     calibrated = conformal.apply_levels(q["eval"], levels, COVERAGE_TAUS)
     out["quantiles"] = {
-        "eval": {"coverage_error_raw": round(metrics.mean_coverage_error(y["eval"], q["eval"], COVERAGE_TAUS), 5),
-                 "coverage_error": round(metrics.mean_coverage_error(y["eval"], calibrated, COVERAGE_TAUS), 5),
+        "eval": {"coverage_error_raw": round(quantile_metrics.mean_coverage_error(y["eval"], q["eval"], COVERAGE_TAUS), 5),
+                 "coverage_error": round(quantile_metrics.mean_coverage_error(y["eval"], calibrated, COVERAGE_TAUS), 5),
                  "coverage_by_tau_raw": [round(float(c), 4) for c in
-                                         metrics.quantile_coverage(y["eval"], q["eval"], COVERAGE_TAUS)],
+                                         quantile_metrics.quantile_coverage(y["eval"], q["eval"], COVERAGE_TAUS)],
                  "coverage_by_tau": [round(float(c), 4) for c in
-                                     metrics.quantile_coverage(y["eval"], calibrated, COVERAGE_TAUS)],
+                                     quantile_metrics.quantile_coverage(y["eval"], calibrated, COVERAGE_TAUS)],
                  "median_mae": round(metrics.mae(y["eval"], calibrated[:, COVERAGE_TAUS.index(0.5)]), 4)},
-        "validation": {"coverage_error_raw": round(metrics.mean_coverage_error(
+        "validation": {"coverage_error_raw": round(quantile_metrics.mean_coverage_error(
             y["validation"], q["validation"], COVERAGE_TAUS), 5)},
         "conformal_levels": [round(float(g), 4) for g in levels]}
     return {"trees_chosen_on_validation": trees, **out}

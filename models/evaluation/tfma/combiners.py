@@ -35,6 +35,7 @@ import numpy as np
 from tensorflow_model_analysis.metrics import metric_types
 
 from models.evaluation import metrics as M
+from models.evaluation import quantile_metrics as QM
 from models.evaluation import request_metrics as RM
 from models.evaluation.tfma.inputs import Reader, flat_rows, hashable_id
 from models.evaluation.tfma.sampling import RowsCombiner, stable_hash
@@ -262,8 +263,8 @@ class QuantileCombiner(SumsCombiner):
 
     def _reduce(self, columns):
         y, q = columns
-        return np.concatenate([[y.size, M.pinball_loss(y, q, self._taus) * y.size],
-                               M.quantile_coverage(y, q, self._taus) * y.size])
+        return np.concatenate([[y.size, QM.pinball_loss(y, q, self._taus) * y.size],
+                               QM.quantile_coverage(y, q, self._taus) * y.size])
 
     def _finish(self, sums):
         n, pin, covered = sums[0], sums[1], sums[2:]

@@ -342,7 +342,7 @@ class QuantileCoverage(metric_types.Metric):
     """Coverage ``c_i = mean 1(y <= t_tau_i)`` per level tau_i = i/(N+1)
     (`models.watch_time.cqe.quantile_levels`), the mean coverage error
     ``mean_i |c_i - tau_i|`` and the pinball loss, for a ``[B, N]`` quantiles output
-    (`models.evaluation.metrics.quantile_coverage` and friends).
+    (`models.evaluation.quantile_metrics.quantile_coverage` and friends).
 
     Keys: ``{name}`` = the mean coverage error (the key thresholds apply to),
     ``pinball_loss``, ``quantile_coverage@{tau:.4f}``. Config: ``name``
