@@ -38,8 +38,8 @@ clip or sort them afterwards. Additive offsets on watch time, whose label has an
 0 (~9 % skipped videos), need ``max(t + o, 0)`` and a running max; with the negative
 offsets of an over-covering model the clip puts many rows' low quantiles at 0, where
 every skipped video counts as covered, and the running max undoes decreasing offsets:
-on the real eval days additive offsets left a coverage error of 0.022-0.066 where the
-levels give 0.006-0.011 (bench/README.md, watch-time section).
+on the real eval days additive offsets left a coverage error of 0.032-0.063 where the
+levels give 0.004-0.007 (6 seeds; bench/README.md, watch-time section).
 
 `fit_levels` is the NumPy math (`scores` the conformity scores, `apply_levels` the
 served quantiles);
