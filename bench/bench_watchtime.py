@@ -125,7 +125,7 @@ def point_metrics(y, pred, user_ids, click_y, click_prob) -> dict:
 
 
 def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
-                     tag, user_ids, truth=None, records=None, on_record=lambda: None):
+                     tag, user_ids, truth=None, records=None, on_record=lambda: None, seeds=(0,)):
     """Records of every method on one data set (truth: optional simulator ground truth),
     appended to `records` (on_record() after each: the bench writes partial results).
     Every record carries the same point metrics on the validation day (``validation``:
@@ -160,7 +160,6 @@ def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h
                  eval_click=eval_y["click_prob"].reshape(-1), validation_click=val_y["click_prob"].reshape(-1),
                  eval_user=user_ids, validation_user=val_users, eval_duration=raw["eval"]["duration_s"],
                  validation_duration=raw["validation"]["duration_s"])
-    seeds = [int(s) for s in os.environ.get("BENCH_SEEDS", "0").split(",") if s.strip()]
     for seed, method in ((s, m) for s in seeds for m in expand_methods(methods)):
         res = train_and_predict(method, report, sizes, data, epochs, batch_size, history_length, seed=seed)
         if pred_dir:  # the point estimates of both days, for analyses without retraining
@@ -286,12 +285,13 @@ def main() -> int:
     work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_watchtime")
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "watchtime.json")
     h = configs.HISTORY_LENGTH
+    seeds = [int(v) for v in os.environ.get("BENCH_SEEDS", "0").split(",") if v.strip()]
     result = {"ranker": os.environ.get("BENCH_RANKER", "baseline"), "epochs": epochs,
               "load_average_start": [round(x, 2) for x in os.getloadavg()],
               "loss_weight_cqe": float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
               "cread": configs.CREAD, "cqe": configs.CQE, "coverage_taus": list(COVERAGE_TAUS),
               "log_signals": list(configs.LOG_SIGNALS),
-              "seeds": [int(v) for v in os.environ.get("BENCH_SEEDS", "0").split(",") if v.strip()]}
+              "seeds": seeds}
 
     def write():
         result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -318,7 +318,7 @@ def main() -> int:
             info = dict(info, train_examples_used=rows)
         result["real"] = {"data": info, "ead": ead_block(report), "methods": []}
         evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, h, "real", keys["user_id"],
-                         records=result["real"]["methods"], on_record=write)
+                         records=result["real"]["methods"], on_record=write, seeds=seeds)
         write()
     else:
         print(f"[bench-watchtime] no logs in {logs}: real-data block skipped", file=sys.stderr)
@@ -351,7 +351,7 @@ def main() -> int:
                                "restoration_bias_true_survival": restoration_bias_on_simulator(report),
                                "methods": []}
         evaluate_methods(methods, report, sizes, data, eval_y, sim_epochs, batch_size, h, "sim", keys["user_id"],
-                         truth=sim_truth, records=result["simulator"]["methods"], on_record=write)
+                         truth=sim_truth, records=result["simulator"]["methods"], on_record=write, seeds=seeds)
         write()
 
     for block in ("real", "simulator"):
