@@ -84,7 +84,7 @@ def record_full(serving_base: str, config, importance, plans: dict, version: int
     keys = delta_lib.table_keys(variables[delta_lib.OBJECT_GRAPH_KEY])
     opt, touches = {}, {}
     for name, parts in keys.items():
-        rows = int(variables[parts["values"]].shape[0])
+        rows = delta_lib.table_row_count(variables, parts)
         vec = _table_vectors(importance, name, plans.get(name), rows)
         opt[name] = vec.get("opt_state", np.zeros(rows))
         touches[name] = np.zeros(rows)
@@ -128,7 +128,7 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
             raise FallBackToFull("the tables' checkpoint keys differ from the base's")
         current, published = {}, {}
         for name, parts in keys.items():
-            rows = int(new_vars[parts["values"]].shape[0])
+            rows = delta_lib.table_row_count(new_vars, parts)
             cur = _table_vectors(importance, name, st.plans.get(name), rows)
             cur["touch_count"] = st.touches[name] + cur.get("touch_count", 0.0)
             current[name], published[name] = cur, {"opt_state": st.opt_state[name]}

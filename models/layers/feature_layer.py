@@ -19,7 +19,9 @@ Tables are initialised explicitly with N(0, embedding_init_std²) and the
 first-order tables with N(0, linear_init_std²) (default 1e-4: DESIGN.md §6, the
 FuxiCTR pitfall of std-1 linear weights summed over 50 history items). Lookups use
 `tf.nn.embedding_lookup`, which also accepts the ShardedVariables that
-ParameterServerStrategy's `variable_partitioner` creates for large tables.
+ParameterServerStrategy's `variable_partitioner` creates for large tables; the fields go
+through `lookup_tables`, which looks a published model's batched int8 tables up in one
+gather (models/publishing/table_batch.py).
 
 Output: a dict of tensors
     fields          [B, F, D]   every id/string feature (only if all widths are equal)
@@ -52,6 +54,39 @@ CATEGORICAL = F.ID_FEATURES + F.STRING_FEATURES
 def table_rows(vocab_sizes: dict, oov_buckets: int) -> dict:
     """Rows per table: vocabulary + OOV buckets + the padding row 0."""
     return {key: int(size) + int(oov_buckets) + 1 for key, size in vocab_sizes.items()}
+
+
+def lookup_tables(tables, ids, stacked: bool = False):
+    """[E_t[x_t]] for tables[t], ids[t]: `tf.nn.embedding_lookup` per table, except that the
+    tables of one published batch (a `table_batch` attribute: models/publishing/table_batch.py)
+    are looked up together, one gather for all of them. The trained tables have none.
+    `stacked`: one S × T × D tensor instead of the list (ids of one shape S): each batch's
+    rows come out stacked, the parts are concatenated and, when the batches interleave in
+    `tables`, put back in order with one gather."""
+    groups = {}  # id(batch or None) -> (batch, [positions]), in order of first appearance
+    for i, table in enumerate(tables):
+        batch = getattr(table, "table_batch", None)
+        groups.setdefault(id(batch) if batch is not None else None, (batch, []))[1].append(i)
+    parts, order = [], []
+    for batch, members in groups.values():
+        part = None
+        if batch is not None and stacked:
+            part = batch.lookup_stacked([tables[i] for i in members], [ids[i] for i in members])
+        if part is None:
+            rows = (batch.lookup_many([tables[i] for i in members], [ids[i] for i in members]) if batch is not None
+                    else [tf.nn.embedding_lookup(tables[i], ids[i]) for i in members])
+            part = tf.stack(rows, axis=-2) if stacked else rows
+        parts.append(part)
+        order.extend(members)
+    if not stacked:
+        out = [None] * len(tables)
+        for i, row in zip(order, (r for part in parts for r in part)):
+            out[i] = row
+        return out
+    whole = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-2)
+    if order != sorted(order):
+        whole = tf.gather(whole, [order.index(i) for i in range(len(tables))], axis=-2)
+    return whole
 
 
 def model_inputs(history_length: int) -> dict:
@@ -168,7 +203,7 @@ class FeatureLayer(keras.layers.Layer):
         if self.embeddings:
             out.update(self._embedded(x, mask, hist_ids))
         if self.linear:
-            terms = [tf.nn.embedding_lookup(self.linear_tables[k], x(k)) for k in CATEGORICAL]
+            terms = lookup_tables([self.linear_tables[k] for k in CATEGORICAL], [x(k) for k in CATEGORICAL])
             for k, ids in zip(F.ITEM_ENTITIES, hist_ids):
                 w = tf.nn.embedding_lookup(self.linear_tables[k], ids)  # [B, L, 1]
                 terms.append(masked_mean(w, mask))
@@ -180,14 +215,23 @@ class FeatureLayer(keras.layers.Layer):
 
     def _embedded(self, x, mask, hist_ids):
         out = {}
-        field_embs = [tf.nn.embedding_lookup(self.tables[k], x(k)) for k in CATEGORICAL]
-        if self.uniform:
-            out["fields"] = tf.stack(field_embs, axis=1)
-        out["fields_flat"] = tf.concat(field_embs, axis=-1)
-        out["target_item"] = tf.concat(
-            [field_embs[CATEGORICAL.index(k)] for k in F.ITEM_ENTITIES], axis=-1)
-        items = tf.concat([tf.nn.embedding_lookup(self.tables[k], ids)
-                           for k, ids in zip(F.ITEM_ENTITIES, hist_ids)], axis=-1)
+        tables, ids = [self.tables[k] for k in CATEGORICAL], [x(k) for k in CATEGORICAL]
+        if self.uniform:  # [B, F, D] first: flat and target item are a reshape and a gather of it
+            fields = lookup_tables(tables, ids, stacked=True)
+            out["fields"] = fields
+            out["fields_flat"] = tf.reshape(fields, [-1, sum(self.dims.values())])
+            items = tf.gather(fields, [CATEGORICAL.index(k) for k in F.ITEM_ENTITIES], axis=1)
+            out["target_item"] = tf.reshape(items, [-1, self.item_dim])
+        else:
+            field_embs = lookup_tables(tables, ids)
+            out["fields_flat"] = tf.concat(field_embs, axis=-1)
+            out["target_item"] = tf.concat([field_embs[CATEGORICAL.index(k)] for k in F.ITEM_ENTITIES], axis=-1)
+        item_tables = [self.tables[k] for k in F.ITEM_ENTITIES]
+        if len({self.dims[k] for k in F.ITEM_ENTITIES}) == 1:  # [B, L, 2, D] -> [B, L, 2D]
+            items = lookup_tables(item_tables, hist_ids, stacked=True)
+            items = tf.reshape(items, tf.concat([tf.shape(hist_ids[0]), [self.item_dim]], axis=0))
+        else:
+            items = tf.concat(lookup_tables(item_tables, hist_ids), axis=-1)
         outcomes = tf.stack([tf.cast(x(k), tf.float32) for k in F.HISTORY_OUTCOME_FEATURES], axis=-1)
         # W_o·o_i as one 2-D MatMul (an Einsum here ran ~10x slower under oneDNN)
         outcome_vec = tf.reshape(

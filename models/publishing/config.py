@@ -26,11 +26,13 @@ class PublishConfig:
         the k-means centroids of the pruned rows; each pruned id to its cluster's row).
     quantize: int8 row-wise rows; tables narrower than quantize_min_dim stay fp32
         (a width-1 row costs 5 bytes quantized vs 4 in fp32).
+    batch_tables: the embedding tables of one width in table-batched variables, one for
+        the int8 tables and one for the fp32 ones (models/publishing/table_batch.py): a
+        request's fields are one gather per batch instead of one lookup per table (7–9
+        ops for an int8 one).
     min_table_share: tables with fewer rows than this share of the largest table's rows
-        are published as trained (fp32, every row, no remap): they hold few bytes, and int8
-        rows behind a remap cost ~9 more ops per lookup than the trained table's gather
-        (the published model must serve no slower than the trained one; bench/README.md,
-        Publisher). 0: every table is pruned / quantized as configured.
+        are published as trained (fp32, every row): they hold few bytes, and dequantizing
+        their rows costs more than gathering fp32 ones (bench/README.md, Publisher).
     max_ne_loss: refuse when (NE_pub − NE_trained)/NE_trained exceeds it (0.0005 = 0.05 %).
     max_auc_drop / max_xauc_drop: refuse when click AUC / watch XAUC drop by more.
     verify_max_examples: eval rows scored by both models (None: all).
@@ -74,6 +76,7 @@ class PublishConfig:
     allocation: str = "per_table"
     tail_centroids: int = 1
     min_table_share: float = 0.01
+    batch_tables: bool = True
 
     def __post_init__(self):
         if self.prune_fraction is not None and self.prune_threshold is not None:

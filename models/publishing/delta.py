@@ -23,6 +23,11 @@ non-float variables as they are). Payload bytes:
 with k_t = |S_t| and i_t = 2 or 4 the index width; a full version is Σ_t (remap + K_t·(D_t+4))
 + the dense weights in fp32 (+ graph, assets).
 
+A table of a TableBatch (models/publishing/table_batch.py: the int8 tables of one width in
+one variable) has the batch's values / scale_bias / remap keys and its own `extent` key,
+[v_t, V_t, k_t, K_t]: its rows are values[k_t : k_t + K_t], its remap remap[v_t : v_t + V_t].
+Rows are chosen and sent as indices into the table's own K_t rows and written at k_t + r.
+
 Layout (`<serving base>/deltas/<version>/`, written to a temp dir, fsynced, renamed):
 `manifest.json` (format, base_version, version, per table: checkpoint keys, rows total /
 sent, dim, quantized, file, bytes, sha256; dense: dtype, file, bytes, sha256, and per
@@ -50,7 +55,7 @@ MANIFEST = "manifest.json"
 DELTAS_DIR = "deltas"
 DENSE_FILE = "dense.npz"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-TABLE_PARTS = ("values", "scale_bias", "remap")
+TABLE_PARTS = ("values", "scale_bias", "remap", "extent")
 DENSE_DTYPES = ("fp32", "fp16")
 FORMAT = 2  # 2: one scale_bias [K, 2] part (format 1 had scale and bias [K, 1])
 
@@ -126,12 +131,36 @@ def table_keys(object_graph: bytes, names=None) -> Dict[str, Dict[str, str]]:
     return out
 
 
+def table_extent(variables: Dict[str, np.ndarray], keys: Dict[str, str]) -> Optional[Tuple[int, int, int, int]]:
+    """(v_t, V_t, k_t, K_t) of a table in a TableBatch (its remap slice starts at v_t, its
+    rows at k_t; models/publishing/table_batch.py), or None for a table of its own."""
+    if "extent" not in keys:
+        return None
+    v0, v_rows, k0, k_rows = (int(x) for x in np.asarray(variables[keys["extent"]]).reshape(-1))
+    return v0, v_rows, k0, k_rows
+
+
+def _part(variables: Dict[str, np.ndarray], keys: Dict[str, str], part: str) -> np.ndarray:
+    """The table's slice of `part` (values / scale_bias: its rows; remap: its vocabulary)."""
+    array = np.asarray(variables[keys[part]])
+    extent = table_extent(variables, keys)
+    if extent is None:
+        return array
+    v0, v_rows, k0, k_rows = extent
+    return array[v0:v0 + v_rows] if part == "remap" else array[k0:k0 + k_rows]
+
+
+def table_row_count(variables: Dict[str, np.ndarray], keys: Dict[str, str]) -> int:
+    """K_t: the table's compact rows."""
+    return int(_part(variables, keys, "values").shape[0])
+
+
 def table_rows(variables: Dict[str, np.ndarray], keys: Dict[str, str]) -> np.ndarray:
     """The rows the server computes for a table: dequantized int8, or the fp32 rows."""
     if "scale_bias" in keys:  # [K, 2]: scale, bias (published_table.py)
-        scale_bias = np.asarray(variables[keys["scale_bias"]])
-        return quantization.dequantize_rows(variables[keys["values"]], scale_bias[:, 0], scale_bias[:, 1])
-    return np.asarray(variables[keys["values"]], np.float32)
+        scale_bias = _part(variables, keys, "scale_bias")
+        return quantization.dequantize_rows(_part(variables, keys, "values"), scale_bias[:, 0], scale_bias[:, 1])
+    return np.asarray(_part(variables, keys, "values"), np.float32)
 
 
 def check_same_layout(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], what: str = "new model") -> None:
@@ -166,7 +195,10 @@ def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys:
     tables, stats, table_vars = {}, {}, set()
     for name, parts in keys.items():
         table_vars.update(parts.values())
-        if "remap" in parts and not np.array_equal(base[parts["remap"]], new[parts["remap"]]):
+        if "extent" in parts and not np.array_equal(base[parts["extent"]], new[parts["extent"]]):
+            raise DeltaMismatchError(f"table {name}: its place in the table batch ({parts['extent']}) differs "
+                                     "from the base")
+        if "remap" in parts and not np.array_equal(_part(base, parts, "remap"), _part(new, parts, "remap")):
             raise DeltaMismatchError(f"table {name}: the pruning plan (remap {parts['remap']}) differs from the base")
         rows_now = table_rows(new, parts)
         k_rows, dim = rows_now.shape
@@ -177,9 +209,9 @@ def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys:
             pub = {"rows": table_rows(base, parts)}
             pub.update({c: np.asarray(v, np.float64) for c, v in published[name].items()})
         chosen = priority_lib.top_rows(priority_lib.row_priority(priority, cur, pub, seed=seed), fraction)
-        entry = {"rows": chosen.astype(pruning.remap_dtype(k_rows)), "values": new[parts["values"]][chosen]}
+        entry = {"rows": chosen.astype(pruning.remap_dtype(k_rows)), "values": _part(new, parts, "values")[chosen]}
         if "scale_bias" in parts:
-            entry["scale_bias"] = new[parts["scale_bias"]][chosen]
+            entry["scale_bias"] = _part(new, parts, "scale_bias")[chosen]
         tables[name] = entry
         stats[name] = {"rows_total": int(k_rows), "dim": int(dim), "quantized": "scale_bias" in parts}
     dense, unchanged = {}, 0
@@ -280,27 +312,33 @@ def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, D
                 dense: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """The new checkpoint {key: array}: base with the delta's rows and dense variables, keys,
     dtypes and shapes unchanged (fp16 dense cast back to the variable's dtype)."""
-    out = dict(base)
+    out, copied = dict(base), set()
     for name, entry in manifest["tables"].items():
         arrays, keys = tables[name], entry["keys"]
         rows = np.asarray(arrays["rows"]).astype(np.int64)
+        if "extent" in keys and keys["extent"] not in base:
+            raise DeltaMismatchError(f"table {name}: checkpoint key {keys['extent']} (extent) is not in the base")
+        extent = table_extent(base, keys)
         for part in ("values", "scale_bias"):
             if part not in keys:
                 continue
             key = keys[part]
             if key not in base:
                 raise DeltaMismatchError(f"table {name}: checkpoint key {key} ({part}) is not in the base")
-            target = np.array(base[key], copy=True)
+            if key not in copied:  # the tables of one batch write into one variable
+                out[key] = np.array(base[key], copy=True)
+                copied.add(key)
+            target = out[key]
+            first, count = (0, target.shape[0]) if extent is None else (extent[2], extent[3])
             sent = arrays.get(part)
             if sent is None or sent.dtype != target.dtype or sent.shape[1:] != target.shape[1:] \
                     or len(sent) != len(rows):
                 raise DeltaMismatchError(f"table {name}: {part} rows do not fit {key} "
                                          f"({None if sent is None else (sent.dtype, sent.shape)} vs "
                                          f"{target.dtype}{list(target.shape)})")
-            if rows.size and (rows.min() < 0 or rows.max() >= target.shape[0]):
-                raise DeltaMismatchError(f"table {name}: row index outside [0, {target.shape[0]}) for {key}")
-            target[rows] = sent
-            out[key] = target
+            if rows.size and (rows.min() < 0 or rows.max() >= count):
+                raise DeltaMismatchError(f"table {name}: row index outside [0, {count}) for {key}")
+            target[first + rows] = sent
     for key, value in dense.items():
         if key not in base:
             raise DeltaMismatchError(f"dense variable {key} is not in the base checkpoint")

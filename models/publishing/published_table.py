@@ -1,5 +1,9 @@
 """A published embedding table: remap -> row gather -> dequantize, with standard TF ops only.
 
+(With PublishConfig.batch_tables, the default, the embedding tables go into TableBatches
+instead, models/publishing/table_batch.py; this class then holds only first-order tables
+that cannot ride in their features' batch, and every table with batch_tables=False.)
+
 Variables (non-trainable) of one table with V vocabulary rows, K compact rows, width D:
 
     remap       uint16|int32 [V]   (optional: absent when nothing is pruned)

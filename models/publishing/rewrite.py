@@ -9,7 +9,14 @@ PublishedTable (models/publishing/published_table.py):
               else C_t (fp32)
 
 A table with fewer rows than min_table_share × the largest table's keeps every row in
-fp32, behind no remap (one gather per lookup, as trained).
+fp32, as trained (no pruning, no int8: few bytes, and dequantizing costs more than the
+gather of fp32 rows).
+
+With batch_tables (the default) the `emb_*` tables of one width go into two TableBatches
+(models/publishing/table_batch.py, FBGEMM's table-batched layout), the int8 ones and the
+fp32 ones: the fields of a request are one gather per batch, where per-table int8
+lookups cost 7–9 ops each; xDeepFM's first-order tables ride in their features' batch
+(same rows, one remap).
 
 Tables over one vocabulary (a feature's `emb_<f>` and `linear_<f>`, xDeepFM) get one
 plan (vocabulary_groups; allocation.py ranks their rows by the summed score) and one
@@ -41,6 +48,7 @@ from models import features as F  # noqa: E402
 from models.publishing import allocation, pruning, quantization  # noqa: E402
 from models.publishing.config import PublishConfig  # noqa: E402
 from models.publishing.published_table import PublishedTable, Remap  # noqa: E402
+from models.publishing.table_batch import BatchEntry, TableBatch  # noqa: E402
 from models.publishing.row_importance import embedding_tables, feature_layer, table_feature  # noqa: E402
 
 
@@ -150,6 +158,28 @@ def shared_remaps(plans: Dict[str, pruning.PrunePlan]) -> Dict[str, str]:
     return out
 
 
+def _batch_groups(names, dims, quantized, plans) -> List[Dict[str, Optional[str]]]:
+    """The TableBatches to build: per (width, int8 or fp32), {emb table: its first-order
+    table or None} over the `emb_*` tables; a batch carries the first-order tables (same
+    plan, width 1, fp32) when every one of its features has one, else none of them."""
+    by_kind: Dict[tuple, List[str]] = {}
+    for name in sorted(names):
+        if name.startswith("emb_"):
+            by_kind.setdefault((dims[name], name in quantized), []).append(name)
+
+    def same_plan(a, b):
+        pa, pb = plans.get(a), plans.get(b)
+        return (pa is None and pb is None) or (pa is not None and pb is not None and np.array_equal(pa.remap, pb.remap))
+
+    groups = []
+    for members in by_kind.values():
+        linear = {m: "linear_" + table_feature(m) for m in members}
+        with_first = all(lin in dims and lin not in quantized and dims[lin] == 1 and same_plan(m, lin)
+                         for m, lin in linear.items())
+        groups.append({m: (linear[m] if with_first else None) for m in members})
+    return groups
+
+
 def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]], config: PublishConfig,
                    tables=None, plans: Optional[Dict[str, pruning.PrunePlan]] = None,
                    fixed_plans: bool = False) -> Dict[str, dict]:
@@ -164,7 +194,7 @@ def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]]
     values_of = {name: np.asarray(tf.convert_to_tensor(var).numpy(), np.float32) for name, var in variables.items()}
     given = dict(plans or {})
     largest = max(int(v.shape[0]) for v in embedding_tables(layer).values())
-    small = {n for n, v in values_of.items() if len(v) < config.min_table_share * largest}  # as trained
+    small = {n for n, v in values_of.items() if len(v) < config.min_table_share * largest}  # not pruned
     computed = _plans({n: v for n, v in values_of.items() if n not in given and n not in small}, importance,
                       config, oov) \
         if config.prunes and not fixed_plans else {}
@@ -172,36 +202,65 @@ def publish_tables(model, importance: Optional[Dict[str, Dict[str, np.ndarray]]]
         plans.update(computed)
     all_plans = {name: given.get(name) or computed.get(name) for name in values_of}
     all_plans = {name: plan for name, plan in all_plans.items() if plan is not None}
-    shared = shared_remaps(all_plans)
-    remaps: Dict[str, Remap] = {}
-    report = {}
+    dims = {name: int(v.shape[1]) for name, v in values_of.items()}
+    quantized = {name for name in values_of
+                 if config.quantize and dims[name] >= config.quantize_min_dim and name not in small}
+    compact_of, report = {}, {}
     for name, values in values_of.items():
-        rows, dim = values.shape
-        remap, compact = None, values
         plan = all_plans.get(name)
-        if plan is not None:
-            if plan.num_rows != rows:
-                raise ValueError(f"table {name}: the given plan has {plan.num_rows} rows, the table {rows}")
-            compact = pruning.compact_table(values, plan)
+        if plan is not None and plan.num_rows != len(values):
+            raise ValueError(f"table {name}: the given plan has {plan.num_rows} rows, the table {len(values)}")
+        compact_of[name] = pruning.compact_table(values, plan) if plan is not None else values
+        report[name] = {"rows": int(len(values)), "dim": dims[name], "rows_kept": int(len(compact_of[name])),
+                        "bytes_fp32": int(values.nbytes), "quantized": False, "max_abs_error": 0.0,
+                        "mean_abs_error": 0.0}
+
+    def remap_of(name):
+        plan = all_plans.get(name)
+        return None if plan is None else plan.remap
+
+    def quantize(name):
+        q, scale, bias = quantization.quantize_rows(compact_of[name])
+        err = np.abs(quantization.dequantize_rows(q, scale, bias) - compact_of[name])
+        report[name].update(quantized=True, max_abs_error=float(err.max()), mean_abs_error=float(err.mean()))
+        return q, scale, bias
+
+    published: Dict[str, object] = {}
+    groups = _batch_groups(values_of, dims, quantized, all_plans) if config.batch_tables else []
+    for i, group in enumerate(groups):
+        entries = []
+        for name, first in group.items():
+            rows = quantize(name) if name in quantized else (compact_of[name], None, None)
+            entries.append(BatchEntry(name, *rows, remap=remap_of(name),
+                                      first_order=None if first is None else compact_of[first],
+                                      first_order_name=first))
+        batch = TableBatch(entries, name=f"{'int8' if entries[0].scale is not None else 'fp32'}_tables_{i}")
+        for name, view in batch.views.items():
+            published[name] = view
+            report[name]["batch"] = batch.name
+            report[name]["bytes_published"] = view.num_bytes(remap=not view.first_order)
+    rest = [name for name in values_of if name not in published]
+    shared = shared_remaps({n: p for n, p in all_plans.items() if n in rest})
+    remaps: Dict[str, Remap] = {}
+    for name in rest:
+        remap = None
+        if name in all_plans:
             holder = shared.get(name, name)
             if holder not in remaps:
+                plan = all_plans[name]
                 remaps[holder] = Remap(plan.remap.astype(pruning.remap_dtype(plan.compact_rows)))
             remap = remaps[holder]
-        entry = {"rows": int(rows), "dim": int(dim), "rows_kept": int(compact.shape[0]),
-                 "bytes_fp32": int(values.nbytes), "quantized": False, "max_abs_error": 0.0,
-                 "mean_abs_error": 0.0}
         if name in shared:
-            entry["remap_shared_with"] = shared[name]
-        if config.quantize and dim >= config.quantize_min_dim and name not in small:
-            q, scale, bias = quantization.quantize_rows(compact)
-            err = np.abs(quantization.dequantize_rows(q, scale, bias) - compact)
+            report[name]["remap_shared_with"] = shared[name]
+        if name in quantized:
+            q, scale, bias = quantize(name)
             table = PublishedTable(q, scale, bias, remap=remap, name=name)
-            entry.update(quantized=True, max_abs_error=float(err.max()), mean_abs_error=float(err.mean()))
         else:
-            table = PublishedTable(compact, remap=remap, name=name)
-        entry["bytes_published"] = table.num_bytes(remap=name not in shared)  # a shared remap counts once
-        _replace_table(layer, name, table)
-        report[name] = entry
+            table = PublishedTable(compact_of[name], remap=remap, name=name)
+        report[name]["bytes_published"] = table.num_bytes(remap=name not in shared)  # a shared remap counts once
+        published[name] = table
+    for name in values_of:
+        _replace_table(layer, name, published[name])
     return report
 
 

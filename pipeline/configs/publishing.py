@@ -24,8 +24,12 @@ PUBLISH_DEFAULT_ROW = "centroids"  # "centroids" | "mean" | "oov" | "zeros"
 PUBLISH_TAIL_CENTROIDS = 256  # k-means centroids per pruned table (default row "centroids")
 PUBLISH_QUANTIZE = True
 PUBLISH_QUANTIZE_MIN_DIM = 4  # narrower tables (first-order, width 1) stay fp32
-# tables with fewer rows than this share of the largest table's stay as trained (fp32, no
-# remap): a few bytes, and an int8 lookup behind a remap costs ~9 more ops than a gather
+# The int8 tables in one table-batched variable and the fp32 ones in another (FBGEMM's
+# TBE layout, models/publishing/table_batch.py): a request's 30 fields are two gathers,
+# not 7-9 ops per int8 table, so the published model serves as fast as the trained one.
+PUBLISH_BATCH_TABLES = True
+# tables with fewer rows than this share of the largest table's stay as trained (fp32,
+# every row): a few bytes, and dequantizing rows costs more than gathering fp32 ones
 PUBLISH_MIN_TABLE_SHARE = 0.01
 # Gates: refuse the publish when the relative NE loss or the AUC / XAUC drop exceed these.
 PUBLISH_MAX_NE_LOSS = 0.0005  # 0.05 %
@@ -74,7 +78,7 @@ def publish_config(**changes):
         prune_auto=PUBLISH_PRUNE_AUTO, full_every=PUBLISH_FULL_EVERY,
         delta_row_fraction=PUBLISH_DELTA_ROW_FRACTION, delta_priority=PUBLISH_DELTA_PRIORITY,
         delta_dense=PUBLISH_DELTA_DENSE, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS,
-        min_table_share=PUBLISH_MIN_TABLE_SHARE)
+        min_table_share=PUBLISH_MIN_TABLE_SHARE, batch_tables=PUBLISH_BATCH_TABLES)
     return config.replace(**changes) if changes else config
 
 

@@ -67,7 +67,14 @@ def test_exact_then_int8_published_then_refused(trained):
     assert [r["fraction"] for r in pub["sweep"]] == [0.0, 0.5]
     assert pub["sweep"][1]["rows_kept"] < pub["sweep"][1]["rows"]
     assert pub["served_versions"] == [first, pub["version"]], pub["served_versions"]
-    assert pub["embedding_bytes_published"] < pub["embedding_bytes_fp32"] / 2
+    tables = pub["tables"].values()
+    assert all(t["quantized"] and t["batch"] == "int8_tables_0" for t in tables)  # one table batch
+    # per table: int8 rows + fp16 scale/bias, a 2-byte remap entry per vocabulary row and the
+    # 16-byte extent in the batch (models/publishing/table_batch.py); the rows: width 4 in int8
+    # is half of fp32, and half the rows (+ padding and OOV) are kept
+    assert pub["embedding_bytes_published"] == sum(t["rows_kept"] * (t["dim"] + 4) + t["rows"] * 2 + 16
+                                                   for t in tables)
+    assert sum(t["rows_kept"] * (t["dim"] + 4) for t in tables) < pub["embedding_bytes_fp32"] / 3
     assert all(t["rows_kept"] < t["rows"] for t in pub["tables"].values())
     assert sorted(os.listdir(trained["base"])) == sorted(str(v) for v in pub["served_versions"])
     logs = warmup.read_warmup(pub["path"])

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models import features as F
+from models.layers.feature_layer import CATEGORICAL
 from models.publishing import row_importance, rewrite
 from models.publishing.published_table import PublishedTable
 from models.publishing.quantization import dequantize_rows, quantize_rows
@@ -69,13 +70,18 @@ def test_published_table_lookup_is_remap_then_dequantize():
 def test_no_pruning_no_quantization_is_exact_and_int8_is_close(ranker_and_batch):
     model, x, _ = ranker_and_batch
     want = {k: v.numpy() for k, v in model(x).items()}
-    exact = _fresh_copy(model)
     config = configs.publish_config(prune_fraction=None, quantize=False)
-    rewrite.publish_tables(exact, None, config)
-    assert all(isinstance(t, PublishedTable) for t in row_importance.feature_layer(exact).tables.values())
-    got = {k: v.numpy() for k, v in exact(x).items()}
-    for k in want:
-        np.testing.assert_array_equal(got[k], want[k])
+    for batch_tables in (True, False):  # one fp32 batch of every table, or table by table
+        exact = _fresh_copy(model)
+        rewrite.publish_tables(exact, None, config.replace(batch_tables=batch_tables))
+        tables = row_importance.feature_layer(exact).tables.values()
+        if batch_tables:
+            assert len({id(t.table_batch) for t in tables}) == 1 and all(t.remap is None for t in tables)
+        else:
+            assert all(isinstance(t, PublishedTable) for t in tables)
+        got = {k: v.numpy() for k, v in exact(x).items()}
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
     published = _fresh_copy(model)
     report = rewrite.publish_tables(published, None, configs.publish_config(
         prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4, allocation="per_table",
@@ -84,12 +90,23 @@ def test_no_pruning_no_quantization_is_exact_and_int8_is_close(ranker_and_batch)
     assert not any("emb_" in n for n in names), "fp32 tables must leave the published model"
     summary = rewrite.tables_summary(report)
     # per table: 14 rows of width 4 -> 7 kept: uint8 rows + fp16 scale/bias + uint16 remap
+    # (+ 16 bytes: the table's int32 [4] extent in the batch)
     n = len(report)
     assert summary["rows"] == 14 * n and summary["rows_kept"] == 7 * n
     assert summary["embedding_bytes_fp32"] == n * 14 * 4 * 4
-    assert summary["embedding_bytes_published"] == n * (7 * (4 + 4) + 14 * 2)
+    assert summary["embedding_bytes_published"] == n * (7 * (4 + 4) + 14 * 2 + 16)
+    tables = row_importance.feature_layer(published).tables
+    assert len({id(t.table_batch) for t in tables.values()}) == 1  # one batch: every table int8, width 4
     got = published(x)["click_prob"].numpy()
     assert np.all(np.isfinite(got)) and np.abs(got - want["click_prob"]).max() < 0.05
+    # the same publish table by table: the same int8 rows, the same predictions, no extents
+    unbatched = _fresh_copy(model)
+    report = rewrite.publish_tables(unbatched, None, configs.publish_config(
+        prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4, allocation="per_table",
+        default_row="oov", batch_tables=False))
+    assert rewrite.tables_summary(report)["embedding_bytes_published"] == n * (7 * (4 + 4) + 14 * 2)
+    assert all(isinstance(t, PublishedTable) for t in row_importance.feature_layer(unbatched).tables.values())
+    np.testing.assert_allclose(unbatched(x)["click_prob"].numpy(), got, rtol=1e-6, atol=1e-7)
 
 
 def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batch):
@@ -131,9 +148,10 @@ def test_tables_of_one_vocabulary_share_one_remap_exactly_and_count_it_once(xdee
     features = sorted(layer.linear_tables)
     assert features == sorted(layer.tables)
     # a threshold below every score keeps every row: identity remaps, shared, fp32 rows
+    # (table by table: the tables of one batch share the batch's remap, test_table_batch.py)
     exact = _fresh_copy(model)
     report = rewrite.publish_tables(exact, None, configs.publish_config(
-        prune_fraction=None, prune_threshold=-1.0, criterion="l2_norm", quantize=False))
+        prune_fraction=None, prune_threshold=-1.0, criterion="l2_norm", quantize=False, batch_tables=False))
     published = row_importance.feature_layer(exact)
     for f in features:
         emb, lin = published.tables[f], published.linear_tables[f]
@@ -171,8 +189,12 @@ def test_pruned_int8_shared_remap_sends_both_tables_to_the_same_rows(xdeepfm_and
         default_row="oov"))
     layer = row_importance.feature_layer(published)
     ids = np.arange(trained["emb_video_id"].shape[0])
-    remap = layer.tables["video_id"].remap.numpy().astype(np.int64)
-    assert layer.linear_tables["video_id"].remap is layer.tables["video_id"].remap
+    emb = layer.tables["video_id"]
+    v0, v_rows, k0, _ = emb.extent.numpy()  # the table's slices of the batch's remap and rows
+    remap = emb.remap.numpy().astype(np.int64)[v0:v0 + v_rows] - k0
+    # the first-order table rides in the batch: the same remap, its own column of the rows
+    assert layer.linear_tables["video_id"].remap is emb.remap
+    assert layer.linear_tables["video_id"].table_batch is emb.table_batch
     kept = np.flatnonzero(np.bincount(remap, minlength=remap.max() + 1)[remap] == 1)  # ids alone in their row
     # summed score: each group drops ⌊V/2⌋ rows of both tables at once
     assert report["emb_video_id"]["rows_kept"] == report["linear_video_id"]["rows_kept"] == len(ids) - len(ids) // 2
@@ -184,14 +206,30 @@ def test_pruned_int8_shared_remap_sends_both_tables_to_the_same_rows(xdeepfm_and
     assert np.all(np.isfinite(published(x)["click_prob"].numpy()))
 
 
-def test_tables_below_the_min_share_of_the_largest_stay_as_trained():
+def test_tables_below_the_min_share_of_the_largest_keep_every_row():
     vocab = dict(small_vocab_sizes(), video_id=100)  # 102 rows; every other table 14
     x, _ = random_transformed(32, L, vocab, seed=3)
     model = build_ranker(trainer_config("baseline", L), vocab)
     want = model(x)["click_prob"].numpy()
-    report = rewrite.publish_tables(model, None, configs.publish_config(
-        prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4, allocation="per_table",
-        default_row="oov", min_table_share=0.2))  # 14 < 0.2 · 102 rows
+    config = configs.publish_config(prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4,
+                                    allocation="per_table", default_row="oov", min_table_share=0.2)  # 14 < 0.2 · 102
+    # batched: the int8 table in one batch, the small fp32 ones (every row) in another,
+    # the fields put back in order
+    batched = _fresh_copy(model)
+    report = rewrite.publish_tables(batched, None, config)
+    assert report["emb_video_id"]["batch"] != report["emb_user_id"]["batch"]
+    small = {name: e for name, e in report.items() if name != "emb_video_id"}
+    assert all(not e["quantized"] and e["rows_kept"] == e["rows"] == 14 for e in small.values())
+    layer = row_importance.feature_layer(batched)
+    assert layer.tables["user_id"].table_batch.remap is None  # nothing pruned there: ids + offsets
+    fields = layer(x)["fields"].numpy()
+    trained = row_importance.feature_layer(model)
+    for i, key in enumerate(CATEGORICAL):
+        if key != "video_id":  # fp32 rows as trained, at their field's place
+            np.testing.assert_array_equal(fields[:, i], trained.tables[key].numpy()[x[F.transformed_name(key)]])
+    assert np.abs(batched(x)["click_prob"].numpy() - want).max() < 0.05
+    # table by table: as trained (fp32, no remap)
+    report = rewrite.publish_tables(model, None, config.replace(batch_tables=False))
     assert report["emb_video_id"]["quantized"] and report["emb_video_id"]["rows_kept"] == 102 - 51
     small = {name: e for name, e in report.items() if name != "emb_video_id"}
     assert small and all(not e["quantized"] and e["rows_kept"] == e["rows"] == 14 for e in small.values())
