@@ -20,8 +20,9 @@ first-order tables with N(0, linear_init_std²) (default 1e-4: DESIGN.md §6, th
 FuxiCTR pitfall of std-1 linear weights summed over 50 history items). Lookups use
 `tf.nn.embedding_lookup`, which also accepts the ShardedVariables that
 ParameterServerStrategy's `variable_partitioner` creates for large tables; the fields go
-through `lookup_tables`, which looks a published model's batched int8 tables up in one
-gather (models/publishing/table_batch.py).
+through `lookup_tables`, which looks a published model's table batches (its int8 tables
+in one variable, its small fp32 ones in another) up in one gather per batch
+(models/publishing/table_batch.py).
 
 Output: a dict of tensors
     fields          [B, F, D]   every id/string feature (only if all widths are equal)

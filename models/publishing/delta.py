@@ -57,7 +57,9 @@ DENSE_FILE = "dense.npz"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 TABLE_PARTS = ("values", "scale_bias", "remap", "extent")
 DENSE_DTYPES = ("fp32", "fp16")
-FORMAT = 2  # 2: one scale_bias [K, 2] part (format 1 had scale and bias [K, 1])
+# 3: a batched table's rows are local to its slice of the batch (`extent`); 2: one
+# scale_bias [K, 2] part; 1: scale and bias [K, 1]
+FORMAT = 3
 
 
 class DeltaError(ValueError):

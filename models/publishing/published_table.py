@@ -53,25 +53,24 @@ from tensorflow.python.ops import embedding_ops
 from tensorflow.python.util import dispatch
 
 
-class _OncePerGraph:
-    """fn(ids), computed once per ids tensor per traced graph (eagerly: every call).
+class PerGraph:
+    """fn() cached per (traced graph, key); eagerly: computed every call.
 
-    The tables that look up the same ids tensor share the ops through this cache
-    (Grappler does not merge two gathers of a variable)."""
+    The tables that look up the same ids tensor share the ops through this cache, keyed by
+    the ids' `ref()` (Grappler does not merge two gathers of a variable). Also the
+    TableBatch's per-request lookups (models/publishing/table_batch.py)."""
 
-    def __init__(self, fn):
-        self.fn = fn
-        self._traced = {}  # (id(graph), ids) -> (graph, result), for the owner's lifetime
+    def __init__(self):
+        self._traced = {}  # (id(graph), key) -> (graph, value); the entry keeps graph alive
 
-    def __call__(self, ids):
+    def get(self, key, fn):
         if tf.executing_eagerly():
-            return self.fn(ids)
+            return fn()
         graph = tf.compat.v1.get_default_graph()
-        key = (id(graph), ids.ref())
-        hit = self._traced.get(key)
-        if hit is None or hit[0] is not graph:
-            hit = (graph, self.fn(ids))
-            self._traced[key] = hit  # the entry keeps `graph` alive, so id(graph) is not reused
+        hit = self._traced.get((id(graph), key))
+        if hit is None or hit[0] is not graph:  # id(graph) is not reused while the entry holds graph
+            hit = (graph, fn())
+            self._traced[(id(graph), key)] = hit
         return hit[1]
 
 
@@ -95,12 +94,15 @@ class Remap:
             raise ValueError(f"Remap: remap must be a non-empty [V] of indices >= 0, got shape {remap.shape}")
         self.max_index = int(remap.max())
         self.variable = tf.Variable(remap, trainable=False, name="remap")
-        # c = Cast(ResourceGather(remap, ids), int32); once per ids tensor per traced graph
-        self._compact = _OncePerGraph(lambda ids: tf.cast(tf.gather(self.variable, ids), tf.int32))
-        self.unique = _OncePerGraph(_flat_unique)  # a sequence's Unique, shared by the vocabulary's tables
+        self._cache = PerGraph()
 
     def __call__(self, ids):
-        return self._compact(ids)
+        """c = Cast(ResourceGather(remap, ids), int32); once per ids tensor per traced graph."""
+        return self._cache.get(("compact", ids.ref()), lambda: tf.cast(tf.gather(self.variable, ids), tf.int32))
+
+    def unique(self, ids):
+        """A sequence's Unique, shared by the vocabulary's tables."""
+        return self._cache.get(("unique", ids.ref()), lambda: _flat_unique(ids))
 
 
 class PublishedTable(tf.Module):
@@ -138,7 +140,11 @@ class PublishedTable(tf.Module):
             if self._remap.max_index >= values.shape[0]:
                 raise ValueError(f"PublishedTable {name}: remap must be [V] with entries in [0, {values.shape[0]})")
             self.remap = self._remap.variable
-        self._unique = self._remap.unique if self._remap is not None else _OncePerGraph(_flat_unique)
+        if self._remap is not None:
+            self._unique = self._remap.unique
+        else:
+            own = PerGraph()
+            self._unique = lambda ids: own.get(ids.ref(), lambda: _flat_unique(ids))
         self.dim = int(values.shape[1])
 
     def lookup(self, ids):

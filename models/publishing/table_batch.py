@@ -46,13 +46,14 @@ from tensorflow.python.ops import embedding_ops
 from tensorflow.python.util import dispatch
 
 from models.publishing import pruning
+from models.publishing.published_table import PerGraph
 
 
 @dataclasses.dataclass
 class BatchEntry:
     """One table going into a batch: int8 rows with their scale / bias (or fp32 rows and
     None, None), the remap (None: not pruned, ids index the rows) and optionally the
-    first-order weights [K, 1] of the same rows."""
+    first-order weights [K, 1] of the same rows with their table's name (its view's)."""
     name: str
     values: np.ndarray
     scale: Optional[np.ndarray] = None
@@ -60,23 +61,6 @@ class BatchEntry:
     remap: Optional[np.ndarray] = None
     first_order: Optional[np.ndarray] = None
     first_order_name: Optional[str] = None
-
-
-class _PerGraph:
-    """fn() cached per (traced graph, key); eagerly: computed every call."""
-
-    def __init__(self):
-        self._traced = {}  # (id(graph), key) -> (graph, value); the entry keeps graph alive
-
-    def get(self, key, fn):
-        if tf.executing_eagerly():
-            return fn()
-        graph = tf.compat.v1.get_default_graph()
-        hit = self._traced.get((id(graph), key))
-        if hit is None or hit[0] is not graph:
-            hit = (graph, fn())
-            self._traced[(id(graph), key)] = hit
-        return hit[1]
 
 
 class TableBatch:
@@ -109,8 +93,8 @@ class TableBatch:
                 raise ValueError(f"TableBatch {e.name}: values must be uint8 [K, D] with scale and bias [K]")
             if e.remap is not None and (np.min(e.remap) < 0 or np.max(e.remap) >= k):
                 raise ValueError(f"TableBatch {e.name}: remap entries must be in [0, {k})")
-            if e.first_order is not None and np.shape(e.first_order) != (k, 1):
-                raise ValueError(f"TableBatch {e.name}: first_order must be [{k}, 1]")
+            if e.first_order is not None and (np.shape(e.first_order) != (k, 1) or not e.first_order_name):
+                raise ValueError(f"TableBatch {e.name}: first_order must be [{k}, 1], with its first_order_name")
         self.values = tf.Variable(np.concatenate([np.asarray(e.values, None if self.quantized else np.float32)
                                                   for e in entries]), trainable=False, name="values")
         self.scale_bias = None
@@ -129,13 +113,13 @@ class TableBatch:
         if all(with_first):
             self.first_order = tf.Variable(np.concatenate([np.asarray(e.first_order, np.float32) for e in entries]),
                                            trainable=False, name="first_order")
-        self._cache = _PerGraph()
+        self._cache = PerGraph()
         self.views = {}
         for t, e in enumerate(entries):
             self.views[e.name] = BatchedTable(self, t, v_rows[t], k_rows[t], first_order=False, name=e.name)
             if self.first_order is not None:
-                fo_name = e.first_order_name or f"{e.name}_first_order"
-                self.views[fo_name] = BatchedTable(self, t, v_rows[t], k_rows[t], first_order=True, name=fo_name)
+                self.views[e.first_order_name] = BatchedTable(self, t, v_rows[t], k_rows[t], first_order=True,
+                                                              name=e.first_order_name)
 
     # --- the ops
     def _compact(self, global_ids):
