@@ -12,7 +12,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup chromium run run-continuous test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
+.PHONY: setup bytecode chromium run run-continuous test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -29,8 +29,8 @@ $(STAMP): requirements.lock setup.py
 	  if command -v uv >/dev/null 2>&1; then UV=uv; \
 	  else python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv; UV="python3 -m uv"; fi; \
 	  test -x $(PY) || $$UV venv --seed --python $(PYTHON310) $(VENV); \
-	  $$UV pip sync --python $(PY) requirements.lock; \
-	  $$UV pip install --python $(PY) --no-deps -e .
+	  $$UV pip sync --compile-bytecode --python $(PY) requirements.lock; \
+	  $$UV pip install --compile-bytecode --python $(PY) --no-deps -e .
 	@touch $(STAMP)
 
 # Quiet: one line per TFX component; the full log goes to $(OUT)/make_run.log.
@@ -55,11 +55,20 @@ chromium:
 # Two pytest workers (the machine's two cores); --dist loadfile keeps each file's tests,
 # and the e2e runs that share one pipeline root, on one worker in file order; the 25
 # slowest tests are listed at the end (the suite's time budget is ~20 min).
-test: setup chromium
+test: setup chromium bytecode
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
-test-fast: setup
+test-fast: setup bytecode
 	$(PY) -m pytest -q -n 2 --dist loadfile tests -m "not e2e"
+
+# Bytecode of the project's own modules (the venv's is compiled at install). Where
+# PYTHONDONTWRITEBYTECODE is set (this machine's shells) Python still reads .pyc files but
+# never writes them, so without these every process (each test worker, tfx CLI call,
+# strategy worker, server) compiles every module it imports from source: importing
+# TensorFlow + Beam + TFT + TFMA + TFX took 36.7 s instead of 14.5 s.
+SOURCES := bench components data models pipeline serving tests watchtime_ranker local_runner.py kubeflow_v2_runner.py
+bytecode: setup
+	@$(PY) -m compileall -q -j 0 $(SOURCES) >/dev/null
 
 # Rankers on KuaiRand-Pure-format logs (LOGS, TRAIN_DAYS, EVAL_DAYS; see bench/bench_rankers.py)
 bench-rankers: setup
