@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
-import tensorflow_transform.beam as tft_beam
-from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
 from tfx_bsl.public import tfxio
 
@@ -16,30 +14,33 @@ from models import features as F
 from models.training.input import shuffle_labels
 from models.training.run_fn import run_fn
 from pipeline import configs
-from tests.helpers.ranker_utils import configured_preprocessing_fn, raw_batch, raw_rows
+from tests.conftest import SMALL_L
+from tests.helpers.ranker_utils import raw_batch, raw_rows
 
 L = 5
 
 
 @pytest.fixture(scope="module")
-def transformed_files(tmp_path_factory):
+def transformed_files(small_transform_output, tmp_path_factory):
+    """64 raw rows transformed by the suite's shared transform graph (tests/conftest.py,
+    analysed once per run) and written as 48 train / 16 eval example files."""
+    tft_output, _ = small_transform_output
+    assert SMALL_L == L
     rows = raw_rows(64, L, seed=3)
-    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(F.raw_feature_spec(L)))
-    out_dir = str(tmp_path_factory.mktemp("transform_graph"))
+    spec = F.raw_feature_spec(L)
+    dtypes = {"int64": np.int64, "float32": np.float32, "string": object}
+    raw = {k: tf.constant(np.array([r[k] for r in rows], dtype=dtypes[v.dtype.name])) for k, v in spec.items()}
+    transformed = {k: v.numpy() for k, v in tft_output.transform_raw_features(raw).items()}
+    coder = tft.coders.ExampleProtoCoder(tft_output.transformed_metadata.schema)
     data_dir = tmp_path_factory.mktemp("transformed")
-    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tmp")), force_tf_compat_v1=False):
-        (transformed, transformed_metadata), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            configured_preprocessing_fn(), output_record_batches=False)
-        _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
-    coder = tft.coders.ExampleProtoCoder(transformed_metadata.schema)
     files = {}
-    for split, part in (("train", transformed[:48]), ("eval", transformed[48:])):
+    for split, part in (("train", range(48)), ("eval", range(48, 64))):
         path = str(data_dir / f"{split}.gz")
         with tf.io.TFRecordWriter(path, options="GZIP") as w:
-            for instance in part:
-                w.write(coder.encode(instance))
+            for i in part:
+                w.write(coder.encode({k: v[i] for k, v in transformed.items()}))
         files[split] = [path]
-    return files, out_dir, rows
+    return files, os.path.dirname(tft_output.transform_savedmodel_dir), rows
 
 
 def _data_accessor():
