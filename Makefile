@@ -53,13 +53,14 @@ chromium:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
 # Two pytest workers (the machine's two cores); --dist loadfile keeps each file's tests,
-# and the e2e runs that share one pipeline root, on one worker in file order; the 25
-# slowest tests are listed at the end (the suite's time budget is ~20 min).
+# and the e2e runs that share one pipeline root, on one worker in file order;
+# --no-loadscope-reorder hands out the files in tests/conftest.py's order (the long e2e
+# files first); the 25 slowest tests are listed at the end (the suite's time budget is ~20 min).
 test: setup chromium bytecode
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 test-fast: setup bytecode
-	$(PY) -m pytest -q -n 2 --dist loadfile tests -m "not e2e"
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests -m "not e2e"
 
 # Bytecode of the project's own modules (the venv's is compiled at install). Where
 # PYTHONDONTWRITEBYTECODE is set (this machine's shells) Python still reads .pyc files but

@@ -40,3 +40,25 @@ def small_transform_output(tmp_path_factory):
             build_transform_output(rows, SMALL_L, str(root / "tft_tmp"), str(root / "tft_out"))
             (root / "DONE").touch()
     return tft.TFTransformOutput(str(root / "tft_out")), rows
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest files first. `make test` runs pytest-xdist with --dist loadfile
+    --no-loadscope-reorder, which hands whole files to the two workers in this order:
+    the e2e files (5-10 min each) start at once and the short files fill the workers at
+    the end. xdist's default order (most tests first) put the e2e files, which have few
+    tests, last: one worker then ran a 10-minute file alone. Order: tests/e2e/ (whole
+    pipeline runs), other files with e2e tests, then most tests first, as xdist would;
+    files keep their own test order (an e2e module's tests share a pipeline run)."""
+    files = {}
+    for item in items:
+        entry = files.setdefault(item.nodeid.split("::")[0], [0, False, len(files)])
+        entry[0] += 1
+        entry[1] = entry[1] or item.get_closest_marker("e2e") is not None
+
+    def cost(item):
+        path = item.nodeid.split("::")[0]
+        count, e2e, first = files[path]
+        return (not path.startswith("tests/e2e/"), not e2e, -count, first)
+
+    items.sort(key=cost)  # stable: a file's tests stay in order
