@@ -90,6 +90,8 @@ def test_views_report_their_share_and_bad_batches_are_refused():
         TableBatch([entries[0], BatchEntry("w", *quantize_rows(np.ones((3, 4), np.float32)))])
     with pytest.raises(ValueError, match="remap entries"):
         TableBatch([BatchEntry("x", *quantize_rows(np.ones((3, D), np.float32)), remap=np.array([0, 3]))])
+    with pytest.raises(ValueError, match="first_order_name"):  # the first-order view needs its table's name
+        TableBatch([BatchEntry("y", *quantize_rows(np.ones((3, D), np.float32)), first_order=np.ones((3, 1)))])
 
 
 def _save(path, seed):
