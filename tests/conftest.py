@@ -47,7 +47,8 @@ def pytest_collection_modifyitems(config, items):
     --no-loadscope-reorder, which hands whole files to the two workers in this order:
     the e2e files (5-10 min each) start at once and the short files fill the workers at
     the end. xdist's default order (most tests first) put the e2e files, which have few
-    tests, last: one worker then ran a 10-minute file alone. Order: tests/e2e/ (whole
+    tests, last, so the run ended on them (whether a worker then sat idle was not
+    measured). Order: tests/e2e/ (whole
     pipeline runs), other files with e2e tests, then most tests first, as xdist would;
     files keep their own test order (an e2e module's tests share a pipeline run)."""
     files = {}

@@ -17,7 +17,7 @@ from pipeline import configs
 from tests.conftest import SMALL_L
 from tests.helpers.ranker_utils import raw_batch, raw_rows
 
-L = 5
+L = SMALL_L  # the shared transform graph's history length
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,6 @@ def transformed_files(small_transform_output, tmp_path_factory):
     """64 raw rows transformed by the suite's shared transform graph (tests/conftest.py,
     analysed once per run) and written as 48 train / 16 eval example files."""
     tft_output, _ = small_transform_output
-    assert SMALL_L == L
     rows = raw_rows(64, L, seed=3)
     spec = F.raw_feature_spec(L)
     dtypes = {"int64": np.int64, "float32": np.float32, "string": object}
