@@ -19,7 +19,8 @@
 5. Exports the trained and the published SavedModels with export_serving_model, times
    `serving_default` and `serving_rank` on requests of 100 candidates in a fresh process
    on the server's thread pools (bench/serving_latency.py; the two models called in turn,
-   so a load change on a shared machine hits both alike) and counts the
+   so a load change on a shared machine hits both alike; `published_over_fp32_paired`:
+   the median ratio of the back-to-back calls with its bootstrap 95 % interval) and counts the
    ops of the functions `serving_default` runs in each (load-independent:
    `serving_default_ops`).
 
@@ -39,7 +40,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench import bench_rankers as br  # noqa: E402
-from bench.serving_latency import interleaved_latency_ms  # noqa: E402
+from bench.serving_latency import interleaved_latency_ms, paired_ratio  # noqa: E402
 
 ROOT = br.ROOT
 SERVING_OPS = ("ResourceGather", "Cast", "Mul", "AddV2", "StridedSlice", "Identity")  # the lookups' ops
@@ -168,10 +169,13 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     tables = rewrite.publish_tables(rewrite.drop_optimizer(model), importance["tables"], publish)
     published_dir = os.path.join(work, name, "published")
     export_serving_model(model, tft_output, config.history_length, published_dir)
-    fp32_ms, pub_ms = interleaved_latency_ms([trained_dir, published_dir], serialized, latency_calls,
-                                             config.history_length)
-    fp32_rank, pub_rank = interleaved_latency_ms([trained_dir, published_dir], serialized, latency_calls,
-                                                 config.history_length, signature="serving_rank")
+    latency = {}
+    for signature in ("serving_default", "serving_rank"):
+        (fp32, pub), (fp32_t, pub_t) = interleaved_latency_ms([trained_dir, published_dir], serialized,
+                                                              latency_calls, config.history_length,
+                                                              signature=signature, return_times=True)
+        latency[signature] = {"fp32_p50": fp32[0], "fp32_p99": fp32[1], "published_p50": pub[0],
+                              "published_p99": pub[1], "published_over_fp32_paired": paired_ratio(fp32_t, pub_t)}
     ops = {"fp32": graph_ops(trained_dir), "published": graph_ops(published_dir)}
     return {
         "model": name, "optimizer": importance["optimizer"], "train_seconds": round(train_s, 1),
@@ -183,10 +187,8 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
         "variants": variants, "sweep": sweep_rows,
         "serving_default_ops": {k: {"total": sum(v.values()), **{o: v.get(o, 0) for o in SERVING_OPS}}
                                 for k, v in ops.items()},
-        "latency_ms_100_candidates": {"fp32_p50": fp32_ms[0], "fp32_p99": fp32_ms[1],
-                                      "published_p50": pub_ms[0], "published_p99": pub_ms[1]},
-        "latency_ms_100_candidates_serving_rank": {"fp32_p50": fp32_rank[0], "fp32_p99": fp32_rank[1],
-                                                   "published_p50": pub_rank[0], "published_p99": pub_rank[1]},
+        "latency_ms_100_candidates": latency["serving_default"],
+        "latency_ms_100_candidates_serving_rank": latency["serving_rank"],
         "chosen_fraction_on_validation": chosen, "publish_config": publish.to_json_dict(),
     }
 

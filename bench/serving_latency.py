@@ -12,7 +12,9 @@ back, each round starting one model later, so no model always runs first), so a 
 change on a shared machine hits them alike. The order the models are loaded in moves
 their latency by ~2 % (the same SavedModel loaded three times in one process, calls
 rotated: p50 6.96 / 6.92 / 6.80 ms), so `interleaved_latency_ms` runs one process per order (as
-given, then reversed) and pools the calls. Prints one JSON line:
+given, then reversed) and pools the calls. `paired_ratio` compares two models call by
+call: within a round the two calls are back to back, so the ratio of their times cancels
+the machine's drift, which moves pooled percentiles by ±2 % between runs. Prints one JSON line:
 {"p50_p99_ms": [[p50, p99] per model], "times_ms": [[ms per call] per model],
 "tensorflow_threads": [intra, inter]}.
 """
@@ -64,9 +66,26 @@ def p50_p99(times):
     return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
-def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signature="serving_default"):
+def paired_ratio(base_ms, other_ms, resamples=2000, seed=0):
+    """Median over rounds of other_i / base_i (the two calls of round i back to back) with
+    a bootstrap 95 % interval of that median (rounds resampled with replacement):
+    {"median", "ci95": [lo, hi], "rounds"}. An interval below 1 means `other` is faster."""
+    base, other = np.asarray(base_ms, float), np.asarray(other_ms, float)
+    if base.shape != other.shape or base.ndim != 1 or base.size == 0:
+        raise ValueError(f"paired_ratio: two equally long, non-empty series of rounds, got {base.shape} and {other.shape}")
+    ratio = other / base
+    rng = np.random.default_rng(seed)
+    medians = np.median(ratio[rng.integers(0, ratio.size, size=(resamples, ratio.size))], axis=1)
+    lo, hi = np.percentile(medians, [2.5, 97.5])
+    return {"median": float(np.median(ratio)), "ci95": [float(lo), float(hi)], "rounds": int(ratio.size)}
+
+
+def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signature="serving_default",
+                           return_times=False):
     """[(p50, p99)] per model: `measure` in fresh processes on the server's thread pools,
-    `calls` calls per model in each of two load orders (module docstring)."""
+    `calls` calls per model in each of two load orders (module docstring). With
+    `return_times`, also the pooled [[ms per call]] per model, aligned by round (for
+    `paired_ratio`)."""
     import tensorflow as tf
 
     orders = [list(range(len(export_dirs)))]
@@ -88,7 +107,8 @@ def interleaved_latency_ms(export_dirs, serialized, calls, history_length, signa
             times = json.loads(out.stdout.strip().splitlines()[-1])["times_ms"]
             for i, t in zip(order, times):
                 pooled[i].extend(t)
-    return [p50_p99(t) for t in pooled]
+    stats = [p50_p99(t) for t in pooled]
+    return (stats, pooled) if return_times else stats
 
 
 def main(argv=None) -> int:

@@ -75,7 +75,7 @@ class PublishConfig:
     delta_dense: str = "fp32"
     allocation: str = "per_table"
     tail_centroids: int = 1
-    min_table_share: float = 0.01
+    min_table_share: float = 0.07
     batch_tables: bool = True
 
     def __post_init__(self):
