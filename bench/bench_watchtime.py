@@ -87,7 +87,8 @@ from bench.watchtime_variants import expand_methods  # noqa: E402
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
            "d2q", "cqe_shared", "cqe_tower_seconds", "cqe_sum", "cqe_d2q", "cread_sweep",
-           "median", "median_seconds", "median_tower", "d2q_median", "watch_ratio", "watch_ratio_median")
+           "median", "median_seconds", "median_tower", "d2q_median", "watch_ratio", "watch_ratio_median",
+           "pairwise")
 DEFAULT_METHODS = METHODS[:8]  # the table; the #13 diagnostics (CQE variants, EAD sweep) by BENCH_METHODS
 RAW_COLUMNS = ("user_id", "video_id", "time_ms", "duration_s")  # raw columns of every split (split_columns)
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))
@@ -277,7 +278,7 @@ def main() -> int:
     logs = os.environ.get("LOGS") or DEFAULT_LOGS
     methods = [m.strip() for m in (os.environ.get("BENCH_METHODS") or ",".join(DEFAULT_METHODS)).split(",")
                if m.strip()]
-    unknown = {m for m in methods if m not in METHODS and not m.startswith("quantile_t")}
+    unknown = {m for m in methods if m not in METHODS and not m.startswith(("quantile_t", "pairwise_l"))}
     if unknown:
         raise ValueError(f"unknown BENCH_METHODS {sorted(unknown)}; known: {METHODS}")
     epochs = int(os.environ.get("BENCH_EPOCHS", "1"))

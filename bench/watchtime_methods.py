@@ -88,6 +88,9 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
         heads = [H.ClickHead(), H.WatchTimeQuantileHead(tau, "seconds" if method == "median_seconds" else "log1p",
                                                         MEDIAN_TOWER if method == "median_tower" else ()),
                  H.RankingScoreHead("click_prob")]
+    elif method == "pairwise" or method.startswith("pairwise_l"):  # + λ·RankNet over the batch's pairs
+        weight = 1.0 if method == "pairwise" else float(method[len("pairwise_l"):])
+        heads = [H.ClickHead(), H.WatchTimePairwiseHead(weight), H.RankingScoreHead("click_prob")]
     elif method in ("watch_ratio", "watch_ratio_median"):
         heads = [H.ClickHead(), H.WatchRatioHead(WATCH_RATIO_CAP, "mae" if method.endswith("median") else "mse"),
                  H.RankingScoreHead("click_prob")]

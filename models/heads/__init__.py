@@ -19,7 +19,9 @@ logit, e.g. xDeepFM's linear part); heads (`Head`, base.py) turn it into outputs
     D2qPercentileHead (d2q.py),   WLR, exp(logit) = E[watch]; D2Q's in-group percentile
     WatchTimeQuantileHead         (MSE, or L1: the median); the τ-quantile of watch time
       (median.py),                (log1p pinball; τ = 0.5: the median, which MAE rewards);
-    WatchRatioHead (ratio.py)     the capped watch / duration ratio (× duration after predict)
+    WatchRatioHead (ratio.py),    the capped watch / duration ratio (× duration after predict);
+    WatchTimePairwiseHead         log1p regression + λ·RankNet over the batch's ordered pairs
+      (pairwise.py)               (the order XAUC measures)
 
 `compile_ranker(inputs, z, heads, ...)` (model.py) builds and compiles the keras.Model
 whose outputs are the union of the heads' outputs. `heads_from_config(hp, thresholds)`
@@ -33,6 +35,7 @@ from models.heads.cqe import CqeWatchHead
 from models.heads.cread import CreadWatchHead
 from models.heads.d2q import D2qPercentileHead
 from models.heads.median import WatchTimeQuantileHead, log1p_pinball, seconds_pinball
+from models.heads.pairwise import WatchTimePairwiseHead, log1p_mse_pairwise, pairwise_logistic
 from models.heads.model import compile_ranker
 from models.heads.outputs import (CDE_OUTPUT, CLICK_OUTPUT, CREAD_LOGITS_OUTPUT, CSE_OUTPUT,
                                   D2Q_PERCENTILE_OUTPUT, DQC_OUTPUT, OUTPUT_LABELS, QUANTILES_OUTPUT,
@@ -49,8 +52,8 @@ __all__ = [
     "OUTPUT_LABELS", "QUANTILES_OUTPUT", "RANKING_FORMULAS", "RANKING_OUTPUT", "TRAINING_ONLY_OUTPUTS",
     "WATCH_HEADS", "WATCH_OUTPUT", "WATCH_RATIO_OUTPUT", "WLR_LOGIT_OUTPUT", "ClickHead", "CqeWatchHead",
     "CreadWatchHead", "D2qPercentileHead", "Head", "RankingFormula", "RankingScore", "RankingScoreHead",
-    "WatchRatioHead", "WatchTimeQuantileHead", "WatchTimeRegressionHead", "WlrWatchHead", "check_heads",
-    "compile_ranker", "default_heads", "heads_from_config", "log1p_mse", "log1p_pinball",
-    "loss_weights_from_config", "ranking_formula", "ranking_score", "seconds_pinball", "training_labels",
-    "watch_ratio",
+    "WatchRatioHead", "WatchTimePairwiseHead", "WatchTimeQuantileHead", "WatchTimeRegressionHead",
+    "WlrWatchHead", "check_heads", "compile_ranker", "default_heads", "heads_from_config", "log1p_mse",
+    "log1p_mse_pairwise", "log1p_pinball", "loss_weights_from_config", "pairwise_logistic", "ranking_formula",
+    "ranking_score", "seconds_pinball", "training_labels", "watch_ratio",
 ]
