@@ -35,12 +35,12 @@ from models.heads.cqe import CqeWatchHead
 from models.heads.cread import CreadWatchHead
 from models.heads.d2q import D2qPercentileHead
 from models.heads.median import WatchTimeQuantileHead, log1p_pinball, seconds_pinball
-from models.heads.pairwise import WatchTimePairwiseHead, log1p_mse_pairwise, pairwise_logistic
 from models.heads.model import compile_ranker
 from models.heads.outputs import (CDE_OUTPUT, CLICK_OUTPUT, CREAD_LOGITS_OUTPUT, CSE_OUTPUT,
                                   D2Q_PERCENTILE_OUTPUT, DQC_OUTPUT, OUTPUT_LABELS, QUANTILES_OUTPUT,
                                   RANKING_OUTPUT, TRAINING_ONLY_OUTPUTS, WATCH_OUTPUT, WATCH_RATIO_OUTPUT,
                                   WLR_LOGIT_OUTPUT, training_labels)
+from models.heads.pairwise import WatchTimePairwiseHead, log1p_mse_pairwise, pairwise_logistic
 from models.heads.ranking import (RANKING_FORMULAS, RankingFormula, RankingScore, RankingScoreHead,
                                   ranking_formula, ranking_score)
 from models.heads.ratio import WatchRatioHead, watch_ratio

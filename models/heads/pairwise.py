@@ -13,6 +13,10 @@ The pointwise part keeps ŷ in seconds (the regression head's target, the geomet
 mean); the pairwise part only moves the order. In-batch pairs are mostly of two users, so
 it targets XAUC more than the per-user XGAUC. λ = 0 is `log1p_mse` exactly.
 
+On KuaiRand-Pure (bench/README.md, "A pairwise (RankNet) term for XAUC") XAUC plateaus at
+0.684 from λ = 3 on (+0.001 over λ = 0) while XGAUC and MAE get worse: a bench method
+(`pairwise_l<λ>`), not a pipeline watch head.
+
 Example:
 
 >>> head = WatchTimePairwiseHead(weight=1.0)        # "watch_time_s" [B, 1], seconds
@@ -57,7 +61,6 @@ class WatchTimePairwiseHead(WatchTimeRegressionHead):
 
     def __init__(self, weight: float = 1.0):
         self.loss_fn = log1p_mse_pairwise(weight)
-        self.weight = float(weight)
 
     def losses(self):
         return {WATCH_OUTPUT: self.loss_fn}
