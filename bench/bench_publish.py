@@ -27,7 +27,7 @@
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_MODELS, BENCH_EPOCHS (1), BENCH_MAX_TRAIN_ROWS,
 BENCH_MAX_EVAL_ROWS (all; caps the validation day too), BENCH_FRACTIONS
 (0,0.25,0.5,0.6,0.7,0.75), BENCH_LATENCY_CALLS
-(200), BENCH_WORK (/tmp/bench_publish), BENCH_OUT (bench/results/publish.json).
+(1000: the paired ratio then resolves ~0.5 %), BENCH_WORK (/tmp/bench_publish), BENCH_OUT (bench/results/publish.json).
 """
 import os
 
@@ -206,7 +206,7 @@ def main() -> int:
     models = [m for m in os.environ.get("BENCH_MODELS", "din").split(",") if m]
     epochs = int(os.environ.get("BENCH_EPOCHS", "1"))
     fractions = [float(f) for f in os.environ.get("BENCH_FRACTIONS", "0,0.25,0.5,0.6,0.7,0.75").split(",")]
-    calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
+    calls = int(os.environ.get("BENCH_LATENCY_CALLS", "1000"))
     max_train = int(os.environ.get("BENCH_MAX_TRAIN_ROWS", "0"))
     max_eval = int(os.environ.get("BENCH_MAX_EVAL_ROWS", "0"))
     out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "publish.json"))
