@@ -71,7 +71,9 @@ VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
             "din_user_l2": ("din", {"user_embedding_l2": 0.01}),
             "xdeepfm_cin64": ("xdeepfm", {"cin_layer_sizes": [64, 64]}),
             "xdeepfm_cin16": ("xdeepfm", {"cin_layer_sizes": [16, 16]}),
-            "xdeepfm_cin32x1": ("xdeepfm", {"cin_layer_sizes": [32]})}
+            "xdeepfm_cin32x1": ("xdeepfm", {"cin_layer_sizes": [32]}),
+            "xdeepfm_full": ("xdeepfm", {"cin_rank": None}),
+            **{f"xdeepfm_r{r}": ("xdeepfm", {"cin_rank": r}) for r in (1, 2, 4, 8)}}
 
 
 def click_rate_drift(splits, window_s):

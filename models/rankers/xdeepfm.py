@@ -6,7 +6,8 @@
     ŷ     = σ(w_linear^T a + w_dnn^T x_dnn + w_cin^T p^+ + b)            (eq. 15)
             a: one-hot first-order part (FeatureLayer(linear=True): dim-1 tables,
                N(0, 1e-4²) initialised, history bags masked-mean pooled) + numerics
-            x_dnn = DNN([flatten(X^0), numerics]),  p^+ = CIN(X^0)  (models/layers/cin.py)
+            x_dnn = DNN([flatten(X^0), numerics]),  p^+ = CIN(X^0)  (models/layers/cin.py;
+            `cin_rank` r: every map's weights W^{k,h} = U V^T of rank r, same equation)
 
 The click head adds the linear logit to w·[x_dnn, p^+] + b; other heads (watch time,
 later CREAD/CQE) read z = [x_dnn, p^+].
@@ -21,7 +22,7 @@ from models.heads import compile_ranker
 
 def build_xdeepfm(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, oov_buckets: int = 1,
                   learning_rate: float = 1e-3, loss_weights=None, heads=None,
-                  cin_layer_sizes=(64, 64), cin_split_half: bool = True,
+                  cin_layer_sizes=(64, 64), cin_split_half: bool = True, cin_rank=None,
                   dnn_hidden_units=(128, 64), embedding_init_std: float = 0.01,
                   linear_init_std: float = 1e-4, **compile_options) -> keras.Model:
     inputs = model_inputs(history_length)
@@ -36,7 +37,8 @@ def build_xdeepfm(vocab_sizes: dict, history_length: int, embedding_dim: int = 1
     history_fields = keras.layers.Reshape((n_item, embedding_dim), name="history_fields")(
         feats["history_pooled"])
     x0 = keras.layers.Concatenate(axis=1, name="cin_fields")([feats["fields"], history_fields])
-    p_plus = CIN(layer_sizes=tuple(cin_layer_sizes), split_half=cin_split_half, name="cin")(x0)
+    p_plus = CIN(layer_sizes=tuple(cin_layer_sizes), split_half=cin_split_half, rank=cin_rank,
+                 name="cin")(x0)
     dnn_in = keras.layers.Concatenate(name="dnn_input")(
         [keras.layers.Flatten(name="flat_fields")(x0), feats["numerics"]])
     x_dnn = mlp(dnn_in, dnn_hidden_units, "relu", name="dnn")

@@ -47,6 +47,42 @@ def test_matches_naive_equation_6(split_half, use_bias):
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("rank,split_half,use_bias", [(1, False, False), (3, True, False), (2, True, True)])
+def test_low_rank_matches_naive_equation_6_with_its_product_kernels(rank, split_half, use_bias):
+    """Rank r: eq. 6 with W^{k,h}_{ij} = sum_rho U_{i,h rho} V_{j,h rho}, built by hand."""
+    layer_sizes = (4, 6, 3)
+    x0 = np.random.default_rng(4).normal(size=(3, 5, 4)).astype(np.float32)
+    cin = CIN(layer_sizes, split_half=split_half, use_bias=use_bias, rank=rank,
+              bias_initializer="random_normal")
+    out = cin(x0).numpy()
+    assert out.shape == (3, cin.output_dim) and not cin.kernels
+    kernels = []
+    for u, v, size in zip(cin.u, cin.v, layer_sizes):
+        u, v = u.numpy(), v.numpy()
+        assert u.shape[1] == v.shape[1] == size * rank and v.shape[0] == 5
+        w = np.zeros((u.shape[0], 5, size))
+        for i in range(u.shape[0]):
+            for j in range(5):
+                for h in range(size):
+                    w[i, j, h] = sum(u[i, h * rank + r] * v[j, h * rank + r] for r in range(rank))
+        kernels.append(w)
+    biases = [b.numpy() for b in cin.biases] if use_bias else None
+    expected = naive_cin(x0, kernels, layer_sizes, split_half, biases)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    for got, w in zip(cin.full_kernels(), kernels):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_full_cin_with_a_rank_r_kernel_equals_the_low_rank_cin():
+    x0 = np.random.default_rng(5).normal(size=(4, 6, 3)).astype(np.float32)
+    low = CIN((4, 2), split_half=True, rank=2)
+    full = CIN((4, 2), split_half=True)
+    low.build(x0.shape)
+    full.build(x0.shape)
+    full.set_weights([k.numpy() for k in low.full_kernels()])
+    np.testing.assert_allclose(low(x0).numpy(), full(x0).numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_parameter_count_matches_paper_formula():
     m, sizes = 7, (10, 8, 6)
     # §3.2.1: sum_k H_k * H_{k-1} * m with H_0 = m
@@ -63,6 +99,10 @@ def test_parameter_count_matches_paper_formula():
     cin.build((None, m, 4))
     fed = (m, 10 // 2, 8 // 2)
     assert cin.count_params() == sum(h * f * m for h, f in zip(sizes, fed))
+    # rank r: sum_k (H_{k-1} + m) * H_k * r
+    cin = CIN(sizes, split_half=True, rank=3)
+    cin.build((None, m, 4))
+    assert cin.count_params() == sum((f + m) * h * 3 for h, f in zip(sizes, fed))
 
 
 def test_kernels_of_equal_shape_are_initialised_independently():
@@ -88,6 +128,9 @@ def test_identity_activation_is_the_default_and_activation_applies():
     {"layer_sizes": (4, 2.5)},
     {"layer_sizes": 8},
     {"layer_sizes": (5, 4), "split_half": True},
+    {"layer_sizes": (4,), "rank": 0},
+    {"layer_sizes": (4,), "rank": 1.5},
+    {"layer_sizes": (4,), "rank": True},
 ])
 def test_invalid_arguments(kwargs):
     with pytest.raises(ValueError):
@@ -100,15 +143,17 @@ def test_odd_last_layer_is_fine_with_split_half_and_rank_is_checked():
         CIN((4,))(tf.zeros([2, 3]))
 
 
-def test_get_config_round_trip():
-    cin = CIN((6, 4), split_half=True, activation="relu", use_bias=True, name="cin")
+@pytest.mark.parametrize("rank", [None, 2])
+def test_get_config_round_trip(rank):
+    cin = CIN((6, 4), split_half=True, activation="relu", use_bias=True, rank=rank, name="cin")
     clone = CIN.from_config(cin.get_config())
-    assert clone.get_config() == cin.get_config()
+    assert clone.get_config() == cin.get_config() and clone.rank == rank
 
 
-def test_saved_model_round_trip(tmp_path):
+@pytest.mark.parametrize("rank", [None, 2])
+def test_saved_model_round_trip(tmp_path, rank):
     inputs = keras.Input((5, 4))
-    model = keras.Model(inputs, CIN((4, 3), use_bias=True)(inputs))
+    model = keras.Model(inputs, CIN((4, 3), use_bias=True, rank=rank)(inputs))
     x = np.random.default_rng(2).normal(size=(3, 5, 4)).astype(np.float32)
     expected = model(x).numpy()
     model.save(str(tmp_path / "m"), save_format="tf")

@@ -27,11 +27,13 @@ VARIANTS = [("lr", {}), ("baseline", {}), ("xdeepfm", {"cin_layer_sizes": [8, 6]
             ("dcn", {"deep_hidden_units": [16], "num_cross_layers": 2, "projection_dim": 4}),
             ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "attention_scoring": "scaled_dot"}),
             ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "dual_attention": True,
-                     "dual_attention_hidden_units": [4]})]
-IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative", "dcn", "din_scaled", "din_dual"]
+                     "dual_attention_hidden_units": [4]}),
+            ("xdeepfm", {"cin_layer_sizes": [8, 6], "cin_rank": 1})]
+IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative", "dcn", "din_scaled", "din_dual",
+       "xdeepfm_rank1"]
 # Exported with the default heads; DIN and BST are exported with CREAD + CQE below (the
-# same export and serving_rank checks, one export each); relative BST, DIN options:
-# padding test only.
+# same export and serving_rank checks, one export each); relative BST, DIN options,
+# xDeepFM's rank-1 CIN (the pipeline's default, pipeline/configs/training.py): padding test only.
 _DEFAULT_HEADS = [i for i, name in enumerate(IDS) if name in ("lr", "baseline", "xdeepfm", "dcn")]
 EXPORTED = [VARIANTS[i] for i in _DEFAULT_HEADS]
 EXPORTED_IDS = [IDS[i] for i in _DEFAULT_HEADS]
