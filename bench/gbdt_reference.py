@@ -63,6 +63,9 @@ def click_reference(data, params):
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import log_loss, roc_auc_score
 
+    from models.evaluation import metrics
+
+    meta = {s: m for s, (_, _, m) in data.items()}
     data = {s: (x, y["click_prob"]) for s, (x, y, _) in data.items()}
     model = HistGradientBoostingClassifier(**params).fit(*data["train"])
     val_x, val_y = data["validation"]
@@ -73,7 +76,13 @@ def click_reference(data, params):
     for split in ("validation", "eval"):
         x, y = data[split]
         p = model.predict_proba(x)[:, 1]
-        result[split] = {"auc": round(float(roc_auc_score(y, p)), 5), "logloss": round(float(log_loss(y, p)), 5)}
+        # within-user ranking as bench_rankers measures it: per-user GAUC and the
+        # frozen-state GAUC (user state frozen at the user's first impression of the split)
+        p_frozen = model.predict_proba(design(meta[split]["x_frozen"])[0])[:, 1]
+        users = meta[split]["user"]
+        result[split] = {"auc": round(float(roc_auc_score(y, p)), 5), "logloss": round(float(log_loss(y, p)), 5),
+                         "gauc": round(metrics.gauc(users, y, p)["gauc"], 5),
+                         "frozen_gauc": round(metrics.gauc(users, y, p_frozen)["gauc"], 5)}
     return {"trees_chosen_on_validation": best,
             "validation_auc_at_50_tree_steps": [round(a, 5) for a in val_auc[49::50]], **result}
 
