@@ -73,6 +73,8 @@ VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
             "xdeepfm_cin16": ("xdeepfm", {"cin_layer_sizes": [16, 16]}),
             "xdeepfm_cin32x1": ("xdeepfm", {"cin_layer_sizes": [32]}),
             "xdeepfm_full": ("xdeepfm", {"cin_rank": None}),
+            "bst_ffn64": ("bst", {"ffn_units": 64}),
+            "bst_ffn32": ("bst", {"ffn_units": 32}),
             **{f"xdeepfm_r{r}": ("xdeepfm", {"cin_rank": r}) for r in (1, 2, 4, 8)}}
 
 
@@ -163,7 +165,8 @@ def summarize(records):
             for k in keys:
                 v = np.array([r[split][k] if k in r[split] else r[k] for r in runs], np.float64)
                 row[f"{split}_{k}"] = [round(float(v.mean()), 5), round(float(v.std(ddof=1)) if v.size > 1 else 0.0, 5)]
-        for k in ("serve_p99_ms_100", "serve_p99_ms_100_full_history"):
+        for k in ("serve_p99_ms_100", "serve_p99_ms_100_full_history", "serve_rank_p99_ms_100",
+                  "serve_rank_p99_ms_100_full_history"):
             row[k] = runs[0].get(k)
         out.append(row)
     return out

@@ -160,18 +160,23 @@ def eval_latency_requests(examples_dir, history_length):
     return latency_requests(files, hist_len, history_length)
 
 
-def serve_latency_record(export_dir, requests, calls, history_length):
-    """`serving_default` p50 / p99 ms of one SavedModel on each of `requests`, as the
-    benches record them: serve_p50_ms_100 / serve_p99_ms_100 for the median-history user,
-    serve_*_ms_100_<request> for the others (bench/serving_latency.py: a fresh process on
-    the server's thread pools)."""
+def serve_latency_record(export_dir, requests, calls, history_length, signatures=("serving_default", "serving_rank")):
+    """p50 / p99 ms of one SavedModel on each of `requests`, as the benches record them:
+    `serving_default` (the user side on every row) as serve_p50_ms_100 / serve_p99_ms_100
+    for the median-history user and serve_*_ms_100_<request> for the others;
+    `serving_rank` (the user side once, README "One user × N candidates") as
+    serve_rank_*_ms_100[_<request>] (bench/serving_latency.py: a fresh process on the
+    server's thread pools)."""
     from bench.serving_latency import interleaved_latency_ms
 
     record = {}
-    for request, rows in requests.items():
-        (p50, p99), = interleaved_latency_ms([export_dir], rows, calls, history_length)
-        suffix = "" if request == "median_history" else "_" + request
-        record.update({f"serve_p50_ms_100{suffix}": round(p50, 3), f"serve_p99_ms_100{suffix}": round(p99, 3)})
+    for signature in signatures:
+        prefix = "serve" if signature == "serving_default" else "serve_" + signature.replace("serving_", "")
+        for request, rows in requests.items():
+            (p50, p99), = interleaved_latency_ms([export_dir], rows, calls, history_length, signature=signature)
+            suffix = "" if request == "median_history" else "_" + request
+            record.update({f"{prefix}_p50_ms_100{suffix}": round(p50, 3),
+                           f"{prefix}_p99_ms_100{suffix}": round(p99, 3)})
     return record
 
 

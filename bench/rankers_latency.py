@@ -3,11 +3,12 @@
     BENCH_WORK=<the bench-rankers work dir> BENCH_MODELS=din,bst,xdeepfm,dcn \
         BENCH_LATENCY_CALLS=300 .venv/bin/python -m bench.rankers_latency
 
-For each `<work>/export/<model>` SavedModel: `serving_default` on the bench's requests
+For each `<work>/export/<model>` SavedModel: `serving_default` and `serving_rank` on the bench's requests
 (100 eval rows of the work dir's latest LogExampleGen output, one user's side on every
 row: the median-history user and a full-history one, bench/ranker_data.py
 `latency_requests`, bench/serving_latency.py), in a fresh process on the server's thread
-pools, the same figures bench-rankers records as `serve_p50_ms_100` / `serve_p99_ms_100`. Writes
+pools, the same figures bench-rankers records as `serve_p50_ms_100` / `serve_p99_ms_100` (and
+`serve_rank_*` for `serving_rank`, the user side sent once). Writes
 BENCH_OUT (default bench/results/rankers_latency.json).
 """
 import json
