@@ -33,9 +33,10 @@ of the user's first impression of the split (request_metrics.frozen_state_rows).
 `running_click_rate` record scores each impression by its history's click rate alone:
 the drift artefact of per-user GAUC, measured without a model.
 
-Variants: "din_dual" (DIN with dual_attention=True; the history scenes are rebuilt from
-the raw logs here (add_history_scenes, checked against the examples); no serving
-latency: the exported signature has no such input), "din_scaled" (scaled target attention),
+Variants: "din_dual" (DIN with dual_attention=True; with hist_tab in LOG_SIGNALS it reads
+LogExampleGen's hist_tab and is timed like the others; without, the history scenes are
+rebuilt from the raw logs here (add_history_scenes, checked against the examples) and
+there is no serving latency: the exported signature has no such input), "din_scaled" (scaled target attention),
 "din_user_dropout" / "din_user_l2" (DIN's user-side regularisation, models/rankers/din.py).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
@@ -177,6 +178,7 @@ def main() -> int:
     import tensorflow_transform as tft
     import tf_keras as keras
 
+    from models import features as F
     from models.rankers import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import in_memory_dataset, vocab_sizes
@@ -210,7 +212,8 @@ def main() -> int:
     examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
     tft_output = tft.TFTransformOutput(transform_dir)
     splits, requests, info = load_splits(examples_dir, tft_output, history_length)
-    if any(VARIANTS.get(m, (m, {}))[1].get("dual_attention") for m in models):
+    if any(VARIANTS.get(m, (m, {}))[1].get("dual_attention") for m in models) and "hist_tab_xf" not in splits["train"][0]:
+        # LOG_SIGNALS without hist_tab: the history scenes rebuilt from the raw logs
         info["hist_tab_match_rate"] = round(add_history_scenes(logs, splits, tft_output, history_length), 5)
     train_x, train_y, _ = splits["train"]
     if max_rows and max_rows < info["train_examples"]:
@@ -265,7 +268,9 @@ def main() -> int:
                           "ranker_params": config.ranker_params, "steps_per_execution": config.steps_per_execution,
                           "jit_compile": config.jit_compile, "loadavg_before": loadavg_before,
                           "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
-                if calls and seed == seeds[0] and "hist_tab_xf" not in model.input_names:
+                # a model reading hist_tab_xf serves only if hist_tab is a serving input (LOG_SIGNALS)
+                if calls and seed == seeds[0] and ("hist_tab_xf" not in model.input_names
+                                                   or "hist_tab" in F.SERVING_RAW_FEATURES):
                     export_dir = os.path.join(work, "export", name)
                     tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
                     export_serving_model(model, tft_output, history_length, export_dir)

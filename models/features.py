@@ -139,6 +139,8 @@ RAW_HISTORY_FLOAT = ["hist_watch_time_s", "hist_time_gap_s"]
 _HIST_TAB_IF_ENABLED = [HISTORY_TAB_FEATURE] if HISTORY_TAB_ENABLED else []
 SERVING_RAW_FEATURES = (ID_FEATURES + STRING_FEATURES + NUMERIC_FEATURES
                         + HISTORY_FEATURES + _HIST_TAB_IF_ENABLED + [HISTORY_LEN_FEATURE])
+# the request features that are [L]-long lists (every other one is a scalar)
+SERVING_LIST_FEATURES = HISTORY_FEATURES + _HIST_TAB_IF_ENABLED
 
 
 # serving_rank (one request = one user and N candidate videos): the user's side is sent

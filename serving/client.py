@@ -199,15 +199,16 @@ def examples_to_instances(serialized_examples: Iterable, raw_feature_names: Sequ
     Only `raw_feature_names` are kept (e.g. `models.features.SERVING_RAW_FEATURES`,
     so labels and meta columns of logged rows are dropped). int64 -> int,
     float -> float, bytes -> str ({"b64": ...} if not UTF-8). Features in
-    `list_feature_names` (default: `models.features.HISTORY_FEATURES`) stay lists;
+    `list_feature_names` (default: `models.features.SERVING_LIST_FEATURES`, the history
+    lists and, when LOG_SIGNALS enables it, hist_tab) stay lists;
     every other feature must hold exactly one value and becomes a scalar.
     Raises ValueError naming the example index and feature when one is missing.
     """
     from tensorflow.core.example import example_pb2
 
     if list_feature_names is None:
-        from models.features import HISTORY_FEATURES
-        list_feature_names = HISTORY_FEATURES
+        from models.features import SERVING_LIST_FEATURES
+        list_feature_names = SERVING_LIST_FEATURES
     list_names = set(list_feature_names)
     instances = []
     for i, ex in enumerate(serialized_examples):

@@ -33,10 +33,12 @@ clicks rather than *which video* a user prefers, so two options act on them only
                              mini-batch aware L2: only the rows the batch gathers)
 
 It needs the scene (tab) of every history item as the extra input
-`HISTORY_SCENE_INPUT` ([L] int64, the transformed `tab` index, 0 at padding), which
-LogExampleGen does not write yet (features.py has no hist_tab): until it does, only
-callers that supply it (bench/bench_rankers.py rebuilds it from the raw logs) can
-train this option, and the serving export has no such input.
+`HISTORY_SCENE_INPUT` ([L] int64, the transformed `tab` index, 0 at padding).
+LogExampleGen always writes `hist_tab`; Transform maps it to `hist_tab_xf` (tab's
+vocabulary) and the serving signatures take it only when LOG_SIGNALS includes hist_tab
+(models/features.py), which pipeline/configs/training.py requires for
+DIN_DUAL_ATTENTION=1. serving_rank then broadcasts the history to the N candidates
+(DualAttention has no one-row form yet).
 """
 import tf_keras as keras
 import tensorflow as tf

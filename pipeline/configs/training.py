@@ -1,6 +1,7 @@
 """Transform (vocabularies, EAD buckets) and the Trainer (rankers, heads, strategy)."""
 import os
 
+from models import features as _features
 from models.training.config import TrainerConfig
 from models.transform_config import TransformConfig
 from pipeline.configs.ingestion import HISTORY_LENGTH
@@ -137,8 +138,10 @@ RANKER_PARAMS = {
 # DCN-v2 (Wang et al. 2021) on TF Recommenders' Cross layer: 3 full-rank cross layers
 # in parallel with a 256-128 ReLU MLP (the paper's default structure). DIN options
 # (bench/README.md, rankers section): "attention_scoring": "scaled_dot" (softmax of
-# t·W h / sqrt(d)) and "dual_attention": True (two-stage cross-scene attention; needs
-# the history scenes hist_tab, which LogExampleGen does not write yet, so off here).
+# t·W h / sqrt(d)) and "dual_attention" (two-stage cross-scene attention): on with
+# DIN_DUAL_ATTENTION=1, which needs the scene of every history item as a model input,
+# i.e. hist_tab in LOG_SIGNALS (LogExampleGen always writes it). Off by default: it
+# did not help DIN on the real logs (bench/README.md, bounded run for #15).
 RANKER_PARAMS["dcn"] = {
     "num_cross_layers": 3,
     "projection_dim": None,  # None: full-rank W_l; an int r: W_l = U_l V_l^T
@@ -146,7 +149,14 @@ RANKER_PARAMS["dcn"] = {
     "deep_hidden_units": [256, 128],
 }
 RANKER_PARAMS["din"]["attention_scoring"] = "mlp"
-RANKER_PARAMS["din"]["dual_attention"] = False
+DIN_DUAL_ATTENTION = os.environ.get("DIN_DUAL_ATTENTION", "0")
+if DIN_DUAL_ATTENTION not in ("0", "1"):
+    raise ValueError(f"DIN_DUAL_ATTENTION must be 0 or 1, got {DIN_DUAL_ATTENTION!r}")
+if DIN_DUAL_ATTENTION == "1" and not _features.HISTORY_TAB_ENABLED:
+    raise ValueError("DIN_DUAL_ATTENTION=1 needs the history scenes as a model input: add hist_tab "
+                     f"to LOG_SIGNALS (now {os.environ.get(_features.SIGNALS_ENV, '')!r}), "
+                     "e.g. LOG_SIGNALS=hist_tab")
+RANKER_PARAMS["din"]["dual_attention"] = DIN_DUAL_ATTENTION == "1"
 
 # --- Training speed (#15; bench/README.md, rankers section) ---
 # Read the split once (parse + transform), keep it in memory and gather each batch by

@@ -50,7 +50,8 @@ def test_enabled_signals_reach_numerics_serving_and_the_user_side():
 
     code = ("import json; from models import features as F; print(json.dumps(dict(num=F.NUMERIC_FEATURES, "
             "serving=F.SERVING_RAW_FEATURES, user=F.USER_CONTEXT_FEATURES, cand=F.CANDIDATE_FEATURES, "
-            "shared=F.ID_SHARED_VOCAB, inputs=F.model_input_names())))")
+            "shared=F.ID_SHARED_VOCAB, inputs=F.model_input_names(), lists=F.SERVING_LIST_FEATURES, "
+            "spec_lists=[k for k in F.SERVING_RAW_FEATURES if F.raw_feature_spec(5)[k].shape])))")
     env = dict(os.environ, LOG_SIGNALS="all")
     got = json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
                                     text=True).stdout)
@@ -59,6 +60,9 @@ def test_enabled_signals_reach_numerics_serving_and_the_user_side():
     assert set(F.USER_SIGNAL_FEATURES + ["hist_tab"]) <= set(got["user"])
     assert set(F.SIGNAL_FEATURES) - set(F.USER_SIGNAL_FEATURES) <= set(got["cand"])
     assert got["shared"]["hist_tab"] == "tab" and "sig_propensity_xf" in got["inputs"]
+    # the request's list features (REST instances, serving/client.py) are exactly its [L] ones
+    assert sorted(got["lists"]) == sorted(got["spec_lists"]) and "hist_tab" in got["lists"]
+    assert sorted(F.SERVING_LIST_FEATURES) == sorted(k for k in F.SERVING_RAW_FEATURES if F.raw_feature_spec(5)[k].shape)
     # off (this process, LOG_SIGNALS unset in the suite): no signal is a model or serving input
     if not F.ENABLED_SIGNALS:
         assert not set(F.SIGNAL_FEATURES + ["hist_tab"]) & set(F.SERVING_RAW_FEATURES + F.model_input_names())

@@ -29,7 +29,7 @@ def test_client_predict_and_errors(served):
 def test_examples_to_instances_round_trip(served):
     instances = [make_instance(i) for i in range(4)]
     serialized = [to_example(inst) for inst in instances]
-    # the default list features come from models.features.HISTORY_FEATURES
+    # the default list features come from models.features.SERVING_LIST_FEATURES
     got = client.examples_to_instances(serialized, RAW_NAMES)
     assert got == instances  # the label is_click is dropped; types are JSON-native
     assert isinstance(got[0]["user_id"], int) and isinstance(got[0]["duration_s"], float)
@@ -42,6 +42,29 @@ def test_examples_to_instances_round_trip(served):
         client.examples_to_instances(serialized, RAW_NAMES + ["tab"])
     with pytest.raises(ValueError, match="hist_video_id"):
         client.examples_to_instances(serialized, RAW_NAMES, list_feature_names=[])
+
+
+def test_examples_to_instances_keeps_hist_tab_a_list_when_it_is_a_serving_input():
+    """LOG_SIGNALS=hist_tab (a fresh interpreter): the publisher's golden rows keep the
+    history scenes as a list (they failed as "50 values; expected exactly one")."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, tensorflow as tf; from models import features as F; from serving import client\n"
+            "ex = tf.train.Example()\n"
+            "for k in F.SERVING_RAW_FEATURES:\n"
+            "    n = 4 if k in F.SERVING_LIST_FEATURES else 1\n"
+            "    f = ex.features.feature[k]\n"
+            "    (f.bytes_list.value.extend([b'x'] * n) if k in F.STRING_FEATURES else f.float_list.value.extend([1.0] * n)\n"
+            "     if k in F.NUMERIC_FEATURES or k in ('hist_watch_time_s', 'hist_time_gap_s') else f.int64_list.value.extend([2] * n))\n"
+            "inst = client.examples_to_instances([ex.SerializeToString()], F.SERVING_RAW_FEATURES)[0]\n"
+            "print(json.dumps(inst['hist_tab']))")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LOG_SIGNALS="hist_tab"),
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [2, 2, 2, 2]
 
 
 def test_rank_and_retries(served, tmp_path):
