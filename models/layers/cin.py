@@ -44,8 +44,9 @@ class CIN(keras.layers.Layer):
     Low rank (``rank=r``, an option of this implementation, not the paper's): every
     map's :math:`H_{k-1} \times m` weight matrix is a rank-r product,
     :math:`W^{k,h}_{ij} = \sum_{\rho=1}^{r} U^k_{i,h\rho} V^k_{j,h\rho}` (the
-    low-rank factorisation DCN-v2 applies to its cross matrices, Wang et al. 2021
-    §3.2), so the double sum of eq. 6 factorises exactly:
+    low-rank factorisation W = U V^T that DCN-v2 offers for its cross matrices, Wang et
+    al. 2021; models/rankers/dcn.py ``projection_dim``), so the double sum of eq. 6
+    factorises exactly:
 
     .. math::
 
