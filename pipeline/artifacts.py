@@ -89,6 +89,16 @@ class PipelineStore:
         value = self.latest_property("Evaluator", "blessing", "blessed")
         return None if value is None else bool(value)
 
+    def blessing_failures(self) -> List[str]:
+        """Why the newest Evaluator run did not bless (`validation_failures` of its
+        evaluation); [] when it blessed or there is no evaluation."""
+        uri = self.latest_uri("Evaluator", "evaluation")
+        if uri is None or not os.path.exists(os.path.join(uri, "validations.tfrecord")):
+            return []
+        import tensorflow_model_analysis as tfma
+
+        return validation_failures(tfma.load_validation_result(uri))
+
     def report_index(self) -> Optional[str]:
         """index.html of the newest ModelReport, or None."""
         index = self.latest_property("ModelReport", "report", "index_html")
@@ -127,3 +137,26 @@ def held_back_examples(examples_uri: str, n: int, split: str = "eval") -> list:
         raise FileNotFoundError(f"no Split-{split} files under {examples_uri}")
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").take(n)
     return [record.numpy() for record in dataset]
+
+
+def validation_failures(result) -> List[str]:
+    """One line per failed metric threshold of a TFMA ValidationResult, e.g.
+    "watch_time_s/mean_absolute_error, candidate - baseline = 5.41 (change_threshold
+    absolute 1.0, LOWER_IS_BETTER)", and the slices or thresholds TFMA found missing."""
+    from google.protobuf import text_format
+
+    lines = []
+    for per_slice in result.metric_validations_per_slice:
+        where = text_format.MessageToString(per_slice.slice_key, as_one_line=True) or "overall"
+        for failure in per_slice.failures:
+            key = failure.metric_key
+            kind = failure.metric_value.WhichOneof("type")  # double_value is a DoubleValue message
+            value = getattr(getattr(failure.metric_value, kind), "value", None) if kind else None
+            value = f"{value:.4g}" if isinstance(value, float) else "?"
+            threshold = text_format.MessageToString(failure.metric_threshold, as_one_line=True)
+            lines.append(f"{key.output_name + '/' if key.output_name else ''}{key.name}"
+                         f"{', candidate - baseline' if key.is_diff else ''} = {value} ({threshold}; slice {where})")
+    lines += [f"missing slice: {text_format.MessageToString(m, as_one_line=True)}" for m in result.missing_slices]
+    if result.missing_thresholds:
+        lines.append(f"{len(result.missing_thresholds)} metric threshold(s) had no value")
+    return lines

@@ -176,6 +176,9 @@ def main(argv=None) -> int:
     version_dir = store.pushed_version_dir()
     console.say(f"[make run] blessed: {'yes' if blessed else 'no'}; "
                 f"pushed version: {_relative(version_dir) if version_dir else 'none'}")
+    if blessed is False:  # say which threshold the Evaluator held the candidate to
+        for line in store.blessing_failures():
+            console.say(f"[make run]   not blessed: {line}")
     published = store.publish_report() or {}
     if published.get("embedding_bytes_fp32"):
         console.say(f"[make run] publisher: {published['decision']} ({published['reason']}); embedding tables "
