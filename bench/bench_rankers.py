@@ -269,8 +269,7 @@ def main() -> int:
                           "jit_compile": config.jit_compile, "loadavg_before": loadavg_before,
                           "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
                 # a model reading hist_tab_xf serves only if hist_tab is a serving input (LOG_SIGNALS)
-                if calls and seed == seeds[0] and ("hist_tab_xf" not in model.input_names
-                                                   or "hist_tab" in F.SERVING_RAW_FEATURES):
+                if calls and seed == seeds[0] and ("hist_tab_xf" not in model.input_names or F.HISTORY_TAB_ENABLED):
                     export_dir = os.path.join(work, "export", name)
                     tf.io.gfile.rmtree(export_dir) if tf.io.gfile.exists(export_dir) else None
                     export_serving_model(model, tft_output, history_length, export_dir)
