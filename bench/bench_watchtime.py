@@ -43,7 +43,8 @@ days but the last, validation = last train day, eval = eval days). Methods:
   ``duration_group_median`` (each D2Q duration group's train median: no model).
 
 Per method, on the eval days and (``validation``, the day to tune on) the validation day:
-mae (s), xauc, xgauc (per-user XAUC, impression-weighted; users with one label value
+mae (s), xauc, xauc_click_pairs (the XAUC of pairs of two clicks, two skips and one of each, with
+their shares of the pairs: metrics.xauc_by_label_pairs), xgauc (per-user XAUC, impression-weighted; users with one label value
 skipped), mean_calibration_gap (sum_b n_b |mean pred_b - mean y_b| / n over prediction
 deciles: the E[y] error that real logs can measure), click_auc (of the multi-task click
 head), coverage_error = mean_τ |P(y <= t_τ) − τ| over τ ∈ {0.1, ..., 0.9} (CQE only), and
@@ -112,13 +113,25 @@ def ead_block(report) -> dict:
 
 
 # ------------------------------------------------------------------------ training
+def click_pair_split(y, pred, click_y) -> dict:
+    """XAUC by the clicks of the pair (metrics.xauc_by_label_pairs), rounded for a record:
+    {within_click, within_skip, across: [pair share, XAUC of those pairs]}."""
+    from models.evaluation import metrics
+
+    d = metrics.xauc_by_label_pairs(y, pred, np.asarray(click_y).reshape(-1))
+    names = {"within_positive": "within_click", "within_negative": "within_skip", "across": "across"}
+    return {name: [round(d[k]["share"], 4), round(d[k]["xauc"], 5)] for k, name in names.items()}
+
+
 def point_metrics(y, pred, user_ids, click_y, click_prob) -> dict:
-    """MAE, XAUC, XGAUC, calibration gap, click AUC, mean prediction of one split."""
+    """MAE, XAUC (and by the pair's clicks), XGAUC, calibration gap, click AUC, mean
+    prediction of one split."""
     from models.evaluation import metrics
 
     pred = np.asarray(pred, np.float64)
     xg = metrics.xgauc(user_ids, y, pred)
     return {"mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
+            "xauc_click_pairs": click_pair_split(y, pred, click_y),
             "xgauc": round(xg["xgauc"], 5), "xgauc_users": xg["num_users_used"],
             "mean_calibration_gap": round(metrics.mean_calibration_by_bin(y, pred, 10)["mean_abs_gap"], 4),
             "click_auc": round(metrics.auc(np.asarray(click_y).reshape(-1), click_prob), 5),

@@ -23,7 +23,10 @@ median, MAE's minimiser; trees chosen on validation MAE), a squared-error regres
 log1p(y) (XAUC), and one quantile regressor per decile τ = 0.1..0.9 (trees chosen on the
 validation day's pinball loss), whose coverage error is reported raw and after the same
 split-conformal levels as CQE's (models/watch_time/conformal.py, fitted on the
-validation day). MAE, XAUC and XGAUC as bench-watchtime computes them.
+validation day). MAE, XAUC and XGAUC as bench-watchtime computes them. How much of XAUC is
+the click: every score's XAUC split by the clicks of the pair (``xauc_click_pairs``), the
+click classifier's probability as a watch-time order (``click_classifier``) and the log1p
+model with the true click put first (``l2_log1p_true_click_first``, an upper bound).
 """
 import json
 import os
@@ -37,6 +40,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bench.bench_watchtime import click_pair_split  # noqa: E402
 from models import features as F  # noqa: E402
 
 CATEGORICAL = ["tab", "hour", "user_active_degree", "video_type", "upload_type"] + [f"onehot_feat{i}" for i in range(18)]
@@ -58,20 +62,27 @@ def design(x):
 COVERAGE_TAUS = tuple(np.round(np.arange(1, 10) / 10.0, 2))  # bench_watchtime.COVERAGE_TAUS
 
 
+def _classifier(params, train, val_x, val_y):
+    """A HistGradientBoostingClassifier refitted with the number of trees that maximises
+    the validation day's AUC -> (model, trees, validation AUC per tree)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import roc_auc_score
+
+    model = HistGradientBoostingClassifier(**params).fit(*train)
+    val_auc = [roc_auc_score(val_y, p[:, 1]) for p in model.staged_predict_proba(val_x)]
+    best = int(np.argmax(val_auc)) + 1
+    return HistGradientBoostingClassifier(**dict(params, max_iter=best)).fit(*train), best, val_auc
+
+
 def click_reference(data, params):
     """Classifier on click_prob; trees chosen on validation AUC -> record fields."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import log_loss, roc_auc_score
 
     from models.evaluation import metrics
 
     meta = {s: m for s, (_, _, m) in data.items()}
     data = {s: (x, y["click_prob"]) for s, (x, y, _) in data.items()}
-    model = HistGradientBoostingClassifier(**params).fit(*data["train"])
-    val_x, val_y = data["validation"]
-    val_auc = [roc_auc_score(val_y, p[:, 1]) for p in model.staged_predict_proba(val_x)]
-    best = int(np.argmax(val_auc)) + 1
-    model = HistGradientBoostingClassifier(**dict(params, max_iter=best)).fit(*data["train"])
+    model, best, val_auc = _classifier(params, data["train"], *data["validation"])
     result = {}
     for split in ("validation", "eval"):
         x, y = data[split]
@@ -106,11 +117,15 @@ def watch_reference(data, params):
 
     x = {s: d[0] for s, d in data.items()}
     y = {s: np.asarray(d[1]["watch_time_s"], np.float64).reshape(-1) for s, d in data.items()}
+    click = {s: np.asarray(d[1]["click_prob"], np.float64).reshape(-1) for s, d in data.items()}
     users = {s: np.asarray(d[2]["user"]) for s, d in data.items()}
     out, trees = {}, {}
 
+    def order(s, p):  # XAUC, and by the clicks of the pair
+        return {"xauc": round(metrics.xauc(y[s], p), 5), "xauc_click_pairs": click_pair_split(y[s], p, click[s])}
+
     def point(name, predict):
-        out[name] = {s: {"mae": round(metrics.mae(y[s], p), 4), "xauc": round(metrics.xauc(y[s], p), 5),
+        out[name] = {s: {"mae": round(metrics.mae(y[s], p), 4), **order(s, p),
                          "xgauc": round(metrics.xgauc(users[s], y[s], p)["xgauc"], 5)}
                      for s, p in ((s, np.maximum(predict(x[s]), 0.0)) for s in ("validation", "eval"))}
 
@@ -121,6 +136,13 @@ def watch_reference(data, params):
                                               x["validation"],
                                               lambda p: float(np.mean((p - np.log1p(y["validation"])) ** 2)))
     point("l2_log1p", lambda m: np.expm1(log_model.predict(m)))
+    # how much of XAUC is the click: the click classifier's probability as the watch-time
+    # order, and l2_log1p with the true click put first (every click above every skip: an
+    # upper bound no model reaches, the XAUC perfect click knowledge would give)
+    clf, trees["click"], _ = _classifier(params, (x["train"], click["train"]), x["validation"], click["validation"])
+    out["click_classifier"] = {s: order(s, clf.predict_proba(x[s])[:, 1]) for s in ("validation", "eval")}
+    out["l2_log1p_true_click_first"] = {
+        s: order(s, click[s] * 1e6 + np.expm1(log_model.predict(x[s]))) for s in ("validation", "eval")}
     q = {s: [] for s in ("validation", "eval")}
     for tau in COVERAGE_TAUS:
         model, trees[f"quantile_{tau}"] = _regressor(
