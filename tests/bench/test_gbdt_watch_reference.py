@@ -14,12 +14,18 @@ def _split(rng, n):
     return x, {"watch_time_s": y.astype(np.float32), "click_prob": click}, {"user": rng.integers(0, 40, n)}
 
 
-def test_watch_reference_orders_and_covers_an_exchangeable_eval_split():
+@pytest.fixture(scope="module")
+def fitted():
+    """(data, watch_reference's record) of one synthetic split, shared by the tests."""
     rng = np.random.default_rng(0)
     data = {"train": _split(rng, 3000), "validation": _split(rng, 2000), "eval": _split(rng, 2000)}
     params = dict(learning_rate=0.1, max_iter=30, max_leaf_nodes=7, min_samples_leaf=20, l2_regularization=0.0,
                   categorical_features=None, early_stopping=False, random_state=0)
-    rec = watch_reference(data, params)
+    return data, watch_reference(data, params)
+
+
+def test_watch_reference_orders_and_covers_an_exchangeable_eval_split(fitted):
+    data, rec = fitted
     assert set(rec["trees_chosen_on_validation"]) == ({"l1_seconds", "l2_log1p", "click"}
                                                       | {f"quantile_{t}" for t in COVERAGE_TAUS})
     assert all(1 <= t <= 30 for t in rec["trees_chosen_on_validation"].values())
@@ -38,12 +44,8 @@ def test_watch_reference_orders_and_covers_an_exchangeable_eval_split():
     assert q["eval"]["coverage_error"] < 0.02
 
 
-def test_watch_reference_splits_xauc_by_the_clicks_of_the_pair():
-    rng = np.random.default_rng(1)
-    data = {"train": _split(rng, 3000), "validation": _split(rng, 2000), "eval": _split(rng, 2000)}
-    params = dict(learning_rate=0.1, max_iter=30, max_leaf_nodes=7, min_samples_leaf=20, l2_regularization=0.0,
-                  categorical_features=None, early_stopping=False, random_state=0)
-    rec = watch_reference(data, params)
+def test_watch_reference_splits_xauc_by_the_clicks_of_the_pair(fitted):
+    data, rec = fitted
     y, click = (data["eval"][1][k].astype(np.float64) for k in ("watch_time_s", "click_prob"))
     for name in ("l2_log1p", "click_classifier", "l2_log1p_true_click_first"):
         split = rec[name]["eval"]["xauc_click_pairs"]
