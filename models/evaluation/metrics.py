@@ -126,7 +126,8 @@ def xauc_by_label_pairs(y_true, y_pred, positive) -> Dict[str, object]:
     so each kind's ``share`` = N_k / N and ``xauc`` = XAUC_k add up to the whole. For
     across pairs, ``positive_longer`` is the share whose positive row has the larger y:
     the XAUC_across that ordering every positive above every negative would reach. A kind
-    with no scored pair has xauc nan and share 0. Returns {kind: {"share", "xauc"}, "xauc"}.
+    with no scored pair has xauc nan and share 0. Returns {kind: {"share", "xauc"}, "xauc"}
+    (``across`` also has ``positive_longer``).
     """
     y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
     pos = _binary(positive)
