@@ -44,7 +44,7 @@ days but the last, validation = last train day, eval = eval days). Methods:
 
 Per method, on the eval days and (``validation``, the day to tune on) the validation day:
 mae (s), xauc, xauc_click_pairs (the XAUC of pairs of two clicks, two skips and one of each, with
-their shares of the pairs: metrics.xauc_by_label_pairs), xgauc (per-user XAUC, impression-weighted; users with one label value
+their shares of the pairs: xauc_pairs.xauc_by_label_pairs), xgauc (per-user XAUC, impression-weighted; users with one label value
 skipped), mean_calibration_gap (sum_b n_b |mean pred_b - mean y_b| / n over prediction
 deciles: the E[y] error that real logs can measure), click_auc (of the multi-task click
 head), coverage_error = mean_τ |P(y <= t_τ) − τ| over τ ∈ {0.1, ..., 0.9} (CQE only), and
@@ -114,11 +114,11 @@ def ead_block(report) -> dict:
 
 # ------------------------------------------------------------------------ training
 def click_pair_split(y, pred, click_y) -> dict:
-    """XAUC by the clicks of the pair (metrics.xauc_by_label_pairs), rounded for a record:
+    """XAUC by the clicks of the pair (xauc_pairs.xauc_by_label_pairs), rounded for a record:
     {within_click, within_skip, across: [pair share, XAUC of those pairs]}."""
-    from models.evaluation import metrics
+    from models.evaluation import xauc_pairs
 
-    d = metrics.xauc_by_label_pairs(y, pred, np.asarray(click_y).reshape(-1))
+    d = xauc_pairs.xauc_by_label_pairs(y, pred, np.asarray(click_y).reshape(-1))
     names = {"within_positive": "within_click", "within_negative": "within_skip", "across": "across"}
     return {name: [round(d[k]["share"], 4), round(d[k]["xauc"], 5)] for k, name in names.items()}
 

@@ -3,9 +3,7 @@
 - ``mae``      = mean |y - y_hat|
 - ``xauc``     = concordant pairs / pairs with different labels (watch-time ranking;
                  XAUC of the CREAD and CQE papers), ties in prediction count 1/2
-- ``xauc_by_label_pairs`` = XAUC split by the pairs' binary label (e.g. the click):
-                 XAUC = sum_k share_k XAUC_k over within-positive, within-negative and
-                 across pairs
+                 (split by the pairs' click: models/evaluation/xauc_pairs.py)
 - ``auc``      = P(score_pos > score_neg) + 1/2 P(tie), via mid-ranks
 - ``gauc``     = sum_u w_u AUC_u / sum_u w_u, w_u = impressions of user u
 - ``logloss``  = -mean(y log p + (1 - y) log(1 - p))
@@ -107,48 +105,6 @@ def xauc(y_true, y_pred) -> float:
     if denom == 0:
         return float("nan")
     return float((s - (y_groups - 0.5 * yp_ties)) / denom)
-
-
-def _distinct_label_pairs(y: np.ndarray) -> float:
-    """Pairs of rows whose labels differ: the pairs XAUC scores."""
-    return y.size * (y.size - 1) / 2 - _pairs(np.unique(y, return_counts=True)[1])
-
-
-def xauc_by_label_pairs(y_true, y_pred, positive) -> Dict[str, object]:
-    """XAUC split by a binary label of the rows (the click, for watch time).
-
-    The pairs XAUC scores (different y) fall in three kinds k: both rows positive
-    (``within_positive``), both negative (``within_negative``) and one of each
-    (``across``). With N_k such pairs, N = sum_k N_k and XAUC_k the XAUC over kind k only,
-
-        XAUC = sum_k (N_k / N) XAUC_k,
-
-    so each kind's ``share`` = N_k / N and ``xauc`` = XAUC_k add up to the whole. For
-    across pairs, ``positive_longer`` is the share whose positive row has the larger y:
-    the XAUC_across that ordering every positive above every negative would reach. A kind
-    with no scored pair has xauc nan and share 0. Returns {kind: {"share", "xauc"}, "xauc"}
-    (``across`` also has ``positive_longer``).
-    """
-    y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
-    pos = _binary(positive)
-    _same_len(y, p, pos)
-    n_all = _distinct_label_pairs(y)
-    concordant_all = xauc(y, p) * n_all if n_all else 0.0
-    out, concordant_within, n_within = {}, 0.0, 0.0
-    for kind, rows in (("within_positive", pos == 1), ("within_negative", pos == 0)):
-        n_k = _distinct_label_pairs(y[rows])
-        x_k = xauc(y[rows], p[rows]) if n_k else float("nan")
-        out[kind] = {"share": n_k / n_all if n_all else 0.0, "xauc": x_k}
-        concordant_within += x_k * n_k if n_k else 0.0
-        n_within += n_k
-    n_across = n_all - n_within
-    neg_sorted = np.sort(y[pos == 0])
-    longer = float(np.searchsorted(neg_sorted, y[pos == 1], side="left").sum())  # pairs y_pos > y_neg
-    out["across"] = {"share": n_across / n_all if n_all else 0.0,
-                     "xauc": (concordant_all - concordant_within) / n_across if n_across else float("nan"),
-                     "positive_longer": longer / n_across if n_across else float("nan")}
-    out["xauc"] = concordant_all / n_all if n_all else float("nan")
-    return out
 
 
 def _mid_ranks(x: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from bench.bench_watchtime import point_metrics
-from models.evaluation import metrics
+from models.evaluation import xauc_pairs
 
 
 def test_point_metrics_split_xauc_by_the_clicks_of_the_pair():
@@ -15,7 +15,7 @@ def test_point_metrics_split_xauc_by_the_clicks_of_the_pair():
     rec = point_metrics(y, pred, rng.integers(0, 20, n), click, rng.random(n))
     split = rec["xauc_click_pairs"]
     assert set(split) == {"within_click", "within_skip", "across"}
-    full = metrics.xauc_by_label_pairs(y, pred, click)
+    full = xauc_pairs.xauc_by_label_pairs(y, pred, click)
     for name, kind in (("within_click", "within_positive"), ("within_skip", "within_negative"), ("across", "across")):
         assert split[name] == [round(full[kind]["share"], 4), round(full[kind]["xauc"], 5)]
     assert sum(s * x for s, x in split.values()) == pytest.approx(rec["xauc"], abs=1e-4)

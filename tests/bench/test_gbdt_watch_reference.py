@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench.gbdt_reference import COVERAGE_TAUS, watch_reference
-from models.evaluation import metrics
+from models.evaluation import xauc_pairs
 
 
 def _split(rng, n):
@@ -52,7 +52,7 @@ def test_watch_reference_splits_xauc_by_the_clicks_of_the_pair(fitted):
         assert sum(share for share, _ in split.values()) == pytest.approx(1.0, abs=1e-3)
         assert sum(share * x for share, x in split.values()) == pytest.approx(rec[name]["eval"]["xauc"], abs=1e-3)
     # the true click put first orders the across pairs as far as the labels allow
-    bound = metrics.xauc_by_label_pairs(y, click, click)["across"]["positive_longer"]
+    bound = xauc_pairs.xauc_by_label_pairs(y, click, click)["across"]["positive_longer"]
     assert rec["l2_log1p_true_click_first"]["eval"]["xauc_click_pairs"]["across"][1] == pytest.approx(bound, abs=1e-5)
     # ... and keeps the log1p model's order within the click and within the skip pairs
     for kind in ("within_click", "within_skip"):
