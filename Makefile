@@ -12,7 +12,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup bytecode chromium run run-continuous test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
+.PHONY: setup bytecode chromium run run-continuous lint test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -52,14 +52,19 @@ chromium:
 	  echo "installing chromium (apt-get) for the report test"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
+# ruff with the rules in pyproject.toml (the ones the whole code base passes): a lint
+# failure fails `make test`, as a CI lint job would
+lint: setup
+	$(PY) -m ruff check .
+
 # Two pytest workers (the machine's two cores); --dist loadfile keeps each file's tests,
 # and the e2e runs that share one pipeline root, on one worker in file order;
 # --no-loadscope-reorder hands out the files in tests/conftest.py's order (the long e2e
 # files first); the 25 slowest tests are listed at the end (the suite's time budget is ~20 min).
-test: setup chromium bytecode
+test: setup chromium bytecode lint
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
 
-test-fast: setup bytecode
+test-fast: setup bytecode lint
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests -m "not e2e"
 
 # Bytecode of the project's own modules (the venv's is compiled at install). Where
@@ -70,6 +75,13 @@ test-fast: setup bytecode
 SOURCES := bench components data models pipeline serving tests watchtime_ranker local_runner.py kubeflow_v2_runner.py
 bytecode: setup
 	@$(PY) -m compileall -q -j 0 $(SOURCES) >/dev/null
+
+# Run-to-run spread of the gated metrics (Trainer seeds on the same data) -> the change
+# thresholds of EVAL_GATES: bench/results/gate_noise.json (see bench/bench_gate_noise.py)
+SEEDS ?= 0,1,2,3,4
+.PHONY: bench-gate-noise
+bench-gate-noise: setup
+	$(PY) -m bench.bench_gate_noise --seeds $(SEEDS) $(if $(LOGS),--logs $(LOGS))
 
 # Rankers on KuaiRand-Pure-format logs (LOGS, TRAIN_DAYS, EVAL_DAYS; see bench/bench_rankers.py)
 bench-rankers: setup

@@ -84,6 +84,8 @@ from components.log_example_gen.time_split import parse_days  # noqa: E402
 from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,  # noqa: E402
                                  run_example_gen_and_transform)
 from bench.watchtime_methods import candidate_thresholds, train_and_predict  # noqa: E402
+# click_pair_split: re-exported for bench/gbdt_reference.py
+from bench.watchtime_metrics import click_pair_split, point_metrics  # noqa: E402,F401
 from bench.watchtime_variants import expand_methods  # noqa: E402
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
@@ -113,31 +115,6 @@ def ead_block(report) -> dict:
 
 
 # ------------------------------------------------------------------------ training
-def click_pair_split(y, pred, click_y) -> dict:
-    """XAUC by the clicks of the pair (xauc_pairs.xauc_by_label_pairs), rounded for a record:
-    {within_click, within_skip, across: [pair share, XAUC of those pairs]}."""
-    from models.evaluation import xauc_pairs
-
-    d = xauc_pairs.xauc_by_label_pairs(y, pred, np.asarray(click_y).reshape(-1))
-    names = {"within_positive": "within_click", "within_negative": "within_skip", "across": "across"}
-    return {name: [round(d[k]["share"], 4), round(d[k]["xauc"], 5)] for k, name in names.items()}
-
-
-def point_metrics(y, pred, user_ids, click_y, click_prob) -> dict:
-    """MAE, XAUC (and by the pair's clicks), XGAUC, calibration gap, click AUC, mean
-    prediction of one split."""
-    from models.evaluation import metrics
-
-    pred = np.asarray(pred, np.float64)
-    xg = metrics.xgauc(user_ids, y, pred)
-    return {"mae": round(metrics.mae(y, pred), 4), "xauc": round(metrics.xauc(y, pred), 5),
-            "xauc_click_pairs": click_pair_split(y, pred, click_y),
-            "xgauc": round(xg["xgauc"], 5), "xgauc_users": xg["num_users_used"],
-            "mean_calibration_gap": round(metrics.mean_calibration_by_bin(y, pred, 10)["mean_abs_gap"], 4),
-            "click_auc": round(metrics.auc(np.asarray(click_y).reshape(-1), click_prob), 5),
-            "mean_prediction": round(float(pred.mean()), 4), "mean_label": round(float(y.mean()), 4)}
-
-
 def evaluate_methods(methods, report, sizes, data, eval_y, epochs, batch_size, history_length,
                      tag, user_ids, truth=None, records=None, on_record=lambda: None, seeds=(0,)):
     """Records of every method on one data set (truth: optional simulator ground truth),

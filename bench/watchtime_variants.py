@@ -125,7 +125,7 @@ def analyse_predictions(pred_dir, ensembles=(), num_bins: int = 20, block: str =
     validation day for eval; its validation figure 2-fold cross-fitted by user parity)."""
     import glob
 
-    from bench.bench_watchtime import point_metrics
+    from bench.watchtime_metrics import point_metrics
 
     labels = np.load(os.path.join(pred_dir, f"{block}_labels.npz"))
     est = {}  # name -> {split: (seconds, click_prob)}
