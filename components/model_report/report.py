@@ -35,6 +35,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from components.model_report import quantile_calibration  # noqa: E402
 from components.model_report import published as published_section  # noqa: E402
+from components.model_report.calibration_note import calibration_warnings  # noqa: E402
 from components.model_report.discretization import Discretization  # noqa: E402
 from components.model_report.inputs import (OVERALL, CalibrationBucket, Evaluation, SliceMetrics,  # noqa: E402
                                             value_order)
@@ -48,6 +49,7 @@ REPORT_JSON = "report.json"
 TABLE_METRICS = ["example_count", "auc", "gauc", "gauc_num_users_used", "calibration",
                  "normalized_entropy", "mean_absolute_error", "rmse", "xauc", "xgauc",
                  "ndcg_watch@10", "ecs_model@10"]
+COVERAGE_PREFIX = "quantile_coverage@"  # per-level metrics: plotted, not listed in the Overall table
 CHART_METRICS = ["auc", "gauc", "calibration", "xauc", "mean_absolute_error"]
 NO_QUANTILE_HEAD = ("No quantile head: the model has no <code>quantiles</code> output, so "
                     "TFMA computed no <code>quantile_coverage@&tau;</code> metrics.")
@@ -233,6 +235,7 @@ th { background: #f2f3f4; } td.l, th.l { text-align: left; }
 .blessed { background: #1e8449; } .not-blessed { background: #c0392b; }
 .pass { color: #1e8449; font-weight: bold; } .fail { color: #c0392b; font-weight: bold; }
 .note { background: #fef9e7; border-left: 4px solid #f4d03f; padding: 8px 12px; }
+.warn { background: #fdedec; border-left: 4px solid #c0392b; padding: 8px 12px; }
 img { max-width: 100%; border: 1px solid #eaeded; }
 code { background: #f4f6f6; padding: 1px 4px; }
 .scroll { overflow-x: auto; max-width: 100%; }
@@ -275,14 +278,21 @@ def _overall_section(data: ReportData) -> str:
     overall = data.evaluation.overall()
     if overall is None:
         return "<h2>Overall metrics</h2><p>No overall slice in the evaluation.</p>"
-    rows = []
+    rows, levels = [], 0
     for output in sorted(overall.metrics):
         for metric, value in sorted(overall.metrics[output].items()):
+            if metric.startswith(COVERAGE_PREFIX):  # one per level: the quantile calibration plot shows them
+                levels += 1
+                continue
             rows.append([html.escape(output or "(all)"), html.escape(metric), _fmt(value),
                          _fmt(overall.baseline.get(output, {}).get(metric)),
                          _fmt(overall.change.get(output, {}).get(metric))])
-    return ("<h2 id='overall'>Overall metrics</h2>"
-            + _table(["output", "metric", "candidate", "baseline", "change"], rows, left_cols=2))
+    warnings = "".join(f"<p class='warn'>Calibration warning: {html.escape(w)}.</p>"
+                       for w in calibration_warnings(overall.metrics))
+    coverage = (f"<p class='note'>The {levels} <code>{COVERAGE_PREFIX}&tau;</code> metrics are plotted under "
+                f"<a href='#quantile-calibration'>Quantile calibration</a>.</p>" if levels else "")
+    return ("<h2 id='overall'>Overall metrics</h2>" + warnings
+            + _table(["output", "metric", "candidate", "baseline", "change"], rows, left_cols=2) + coverage)
 
 
 def _watch_section(data: ReportData, out_dir: str) -> str:

@@ -210,3 +210,30 @@ def test_report_renders_in_headless_chromium(tmp_path):
     log = e2e_utils.chromium_screenshot(str(bad), str(tmp_path / "bad.png"), str(tmp_path))
     assert any("undefined_function" in line for line in e2e_utils.console_errors(log))
     assert e2e_utils.broken_images(str(bad)) == ["missing.png"]
+
+
+def test_calibration_warning_outside_ten_percent_only():
+    from components.model_report.calibration_note import calibration_warnings
+
+    metrics = {"click_prob": {"calibration": 1.25, "mean_prediction": 0.51, "mean_label": 0.408},
+               "watch_time_s": {"calibration": 0.95}, "ranking_score": {"auc": 0.7}}
+    (line,) = calibration_warnings(metrics)
+    # 0.51 / 0.408 = 1.25: 25 % above the observed rate
+    assert line.startswith("click_prob calibration 1.25 (mean prediction 0.51 vs observed 0.408)")
+    assert "25% more than observed" in line and "+-10%" in line
+    assert calibration_warnings({"click_prob": {"calibration": 1.0999}}) == []
+    assert "10% less" in calibration_warnings({"click_prob": {"calibration": 0.8999}})[0]
+
+
+def test_overall_table_leaves_the_coverage_levels_to_the_plot_and_warns_on_calibration(tmp_path):
+    rng = np.random.default_rng(4)
+    taus = np.arange(1, 101) / 101
+    data = _data(rng, coverage=dict(zip(taus, taus)))
+    overall = data.evaluation.overall()
+    overall.metrics["quantiles"] = {f"quantile_coverage@{t:.4f}": t for t in taus} | {"mean_coverage_error": 0.01}
+    overall.metrics["click_prob"].update(calibration=1.25, mean_prediction=0.51, mean_label=0.408)
+    page = open(R.write_report(str(tmp_path), data), encoding="utf-8").read()
+    table = page[page.index("id='overall'"):page.index("id='watch-time'")]
+    assert "quantile_coverage@0." not in table and "mean_coverage_error" in table
+    assert "The 100 <code>quantile_coverage@&tau;</code> metrics are plotted" in table
+    assert table.count("class='warn'") == 1 and "click_prob calibration 1.25" in table
