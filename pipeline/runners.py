@@ -69,10 +69,14 @@ def build_local(data_path: str = None, output_dir: str = None, **overrides):
 
 
 def ensure_simulated_logs(data_path: str = None) -> str:
-    """Writes the default simulated logs to `data_path` (default configs.DATA_PATH)
-    unless a LOGS folder was given or the logs already exist; returns the folder."""
+    """Writes the default simulated logs (pipeline/configs/ SIM_*) to `data_path` (default
+    configs.DATA_PATH) unless a LOGS folder was given or `data_path` is another existing
+    folder (the user's logs: never written into); returns the folder. Files that already
+    hold the same rows are left untouched (data/simulator/writer.py), so a rerun keeps
+    LogExampleGen's input fingerprint and TFX's cache; changed SIM_* knobs rewrite them."""
     data_path = data_path or configs.DATA_PATH
-    if os.environ.get("LOGS") or os.path.isdir(data_path):
+    other = os.path.abspath(data_path) != os.path.abspath(configs.DATA_PATH)
+    if os.environ.get("LOGS") or (other and os.path.isdir(data_path)):
         return data_path
     from data.simulator import simulate
 

@@ -9,8 +9,11 @@ Four CSV files per run::
 
 The file prefixes (``log_``, ``user_features``, ``video_features_basic``) are how
 the ingestion finds the tables; ``truth_sim.csv`` deliberately does not match them.
-Each file is written to a temporary name and renamed (atomic publish); rows of
-the log and the truth file are in the same order (time_ms, user_id, video_id).
+Each file is written to a temporary name and renamed (atomic publish), unless the
+file already holds exactly those bytes: then it is left untouched (same mtime), so a
+rerun of the same simulation leaves LogExampleGen's input fingerprint (names, sizes,
+mtimes) unchanged and TFX reuses the cached examples (issue #34). Rows of the log and
+the truth file are in the same order (time_ms, user_id, video_id).
 
 Log columns not drawn by the model.  ``date``/``hourmin`` use UTC+8
 (Asia/Shanghai): in the real release 99.1% of rows have ``date`` equal to the
@@ -23,6 +26,7 @@ real rows); ``is_rand = 0``.  ``duration_ms`` equals the video's
 """
 from __future__ import annotations
 
+import filecmp
 import os
 from typing import Dict, Mapping
 
@@ -106,5 +110,8 @@ def write_tables(out_dir: str, log: pd.DataFrame, users: pd.DataFrame,
                     ("video_features", videos), ("truth", truth)):
         tmp = paths[key] + ".tmp"
         df.to_csv(tmp, index=False, lineterminator="\n")
-        os.replace(tmp, paths[key])
+        if os.path.exists(paths[key]) and filecmp.cmp(tmp, paths[key], shallow=False):
+            os.remove(tmp)  # the same content: keep the file (and its mtime)
+        else:
+            os.replace(tmp, paths[key])
     return paths

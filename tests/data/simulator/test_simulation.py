@@ -62,6 +62,26 @@ def test_other_seed_gives_other_files(tmp_path):
         assert not filecmp.cmp(a[key], b[key], shallow=False), key
 
 
+def test_rerun_keeps_unchanged_files_and_rewrites_changed_ones(tmp_path):
+    """A rerun of the same simulation leaves every file as it was (inode and mtime: LogExampleGen's
+    input fingerprint, hence TFX's cache key, stays); another seed replaces them."""
+    import os
+
+    out = str(tmp_path / "sim")
+    first = simulate(out, seed=3, **SMALL)
+    before = {k: os.stat(first[k]) for k in ("log", "user_features", "video_features", "truth")}
+    for k in before:  # an mtime in the past, so a rewrite in the same clock tick would still show
+        os.utime(first[k], ns=(before[k].st_atime_ns, before[k].st_mtime_ns - 10**9))
+    before = {k: os.stat(first[k]) for k in before}
+    simulate(out, seed=3, **SMALL)
+    for k, st in before.items():
+        now = os.stat(first[k])
+        assert (now.st_ino, now.st_mtime_ns) == (st.st_ino, st.st_mtime_ns), k
+    assert not any(n.endswith(".tmp") for n in os.listdir(out))
+    simulate(out, seed=4, **SMALL)
+    assert os.stat(first["log"]).st_mtime_ns != before["log"].st_mtime_ns
+
+
 def test_bad_arguments_raise(tmp_path):
     with pytest.raises(ValueError, match="num_users"):
         simulate(str(tmp_path), num_users=0)
