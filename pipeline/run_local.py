@@ -6,12 +6,22 @@
 2. Runs the whole TFX pipeline with LocalDagRunner (pipeline/runners.py), printing
    one line per component with its elapsed time; everything TF, Beam and TFX log
    goes to `<out>/make_run.log` (its path is printed first).
+   Caching is on (TFX's MLMD cache): a rerun on unchanged logs and knobs reuses
+   every component whose inputs and parameters are unchanged, and its line says
+   "(cached)"; a changed knob re-runs its component and everything downstream.
 3. Finds the outputs through MLMD (pipeline/artifacts.py): the blessing, the pushed
    version and the model-analysis report.
-4. Starts the embedded TF-Serving-REST-compatible server on the pushed model, sends
-   the first few held-back (eval split) rows as REST `instances` and prints each
-   prediction next to what the log says happened.
+4. Starts the embedded TF-Serving-REST-compatible server on the newest version of the
+   serving directory, sends the first few held-back (eval split) rows as REST
+   `instances` and prints each prediction next to what the log says happened.
+   A candidate the Evaluator did not bless is a normal outcome: the incumbent (the
+   version an earlier run published) keeps serving, the run says which thresholds held
+   the candidate back and exits 0. It exits 1 only when nothing can serve.
 5. Prints the TensorBoard command over the pipeline root.
+
+DETERMINISTIC=1 (environment, read by pipeline/configs/training.py) trains with
+TensorFlow's deterministic ops and fixed one-thread pools: the same seed and data give
+bit-identical predictions (README "Reproducible runs").
 """
 import argparse
 import json
@@ -125,6 +135,23 @@ def _print_predictions(console, store, serving_dir, model_name, n) -> None:
         server.stop()
 
 
+def what_serves(serving_dir: str, pushed_dir, blessed):
+    """(version directory a server over `serving_dir` loads, console line): the highest
+    numeric version, as TF Serving's latest-version policy, or None when there is none.
+    `pushed_dir`: this run's push (None: nothing pushed); `blessed`: the Evaluator's verdict."""
+    from components.publisher.versioning import list_versions
+
+    versions = list_versions(serving_dir)
+    if not versions:
+        return None, (f"nothing to serve: no model version under {_relative(serving_dir)} "
+                      f"(no run has blessed and pushed one yet)")
+    serving = os.path.join(serving_dir, str(max(versions)))
+    if pushed_dir and os.path.normpath(pushed_dir) == os.path.normpath(serving):
+        return serving, f"serving {_relative(serving)} (this run's model)"
+    why = "was not blessed" if blessed is False else "was not pushed"
+    return serving, f"serving the incumbent {_relative(serving)}: this run's candidate {why} and is held back"
+
+
 def main(argv=None) -> int:
     args = _parse_args(argv if argv is not None else sys.argv[1:])
     os.environ["OUTPUT_DIR"] = os.path.abspath(args.out)
@@ -148,6 +175,12 @@ def main(argv=None) -> int:
     from pipeline import configs, runners
     from pipeline.artifacts import PipelineStore
 
+    if configs.DETERMINISTIC:  # before any TensorFlow op starts its thread pools
+        from models.training.determinism import enable_determinism
+
+        enable_determinism()
+        console.say("[make run] DETERMINISTIC=1: deterministic ops, one-thread TensorFlow pools")
+
     absl_logging.set_verbosity(absl_logging.INFO)
     progress = _ComponentProgress(console)
     logging.getLogger().addHandler(progress)  # absl's records propagate to the root logger
@@ -159,7 +192,7 @@ def main(argv=None) -> int:
     console.say(f"[make run] pipeline {configs.PIPELINE_NAME}: ranker {trainer.model_type}, "
                 f"watch head {trainer.watch_head}, ranking score '{trainer.ranking_score}'")
     try:
-        tfx.orchestration.LocalDagRunner().run(runners.build_local())
+        tfx.orchestration.LocalDagRunner().run(runners.build_local(enable_cache=True))
     except Exception as e:  # noqa: BLE001 - report where it failed, then the log holds the rest
         where = f" in {progress.current}" if progress.current else ""
         console.err.write(f"[make run] FAILED{where}: {type(e).__name__}: {str(e)[:2000]}\n"
@@ -189,10 +222,12 @@ def main(argv=None) -> int:
     tensorboard = os.path.join(os.path.dirname(sys.executable), "tensorboard")
     tb_line = (f"[make run] TensorBoard: {_relative(tensorboard)} --logdir {_relative(configs.PIPELINE_ROOT)}"
                f"   (training curves + model_analysis/* per slice)")
-    if not version_dir:
+    serving, line = what_serves(configs.SERVING_MODEL_DIR, version_dir, blessed)
+    if serving is None:
         console.say(tb_line)
-        console.err.write(f"[make run] no model was pushed to {_relative(configs.SERVING_MODEL_DIR)} (not blessed?)\n")
+        console.err.write(f"[make run] {line}\n")
         return 1
+    console.say(f"[make run] {line}")
     _print_predictions(console, store, configs.SERVING_MODEL_DIR, configs.MODEL_NAME, args.num_predictions)
     console.say("")
     console.say(tb_line)
