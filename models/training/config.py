@@ -69,6 +69,9 @@ class TrainerConfig:
     steps_per_execution: int = 1
     jit_compile: bool = False
     input_in_memory: bool = False
+    # DETERMINISTIC=1 (#34; models/training/determinism.py): deterministic ops, fixed thread
+    # pools: the same seed and data give bit-identical weights, at a speed cost
+    deterministic: bool = False
 
     def __post_init__(self):
         for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs",
@@ -88,7 +91,7 @@ class TrainerConfig:
         if self.warm_start_learning_rate is not None and not self.warm_start_learning_rate > 0:
             raise ValueError(f"TrainerConfig.warm_start_learning_rate must be > 0 or None, "
                              f"got {self.warm_start_learning_rate!r}")
-        for name in ("jit_compile", "input_in_memory"):
+        for name in ("jit_compile", "input_in_memory", "deterministic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TrainerConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.input_examples not in INPUT_EXAMPLES:

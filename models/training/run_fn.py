@@ -37,6 +37,7 @@ import tf_keras as keras  # noqa: E402
 from models.heads import CLICK_OUTPUT  # noqa: E402
 from models.publishing import row_importance  # noqa: E402
 from models.rankers.registry import build_ranker, check_model_type  # noqa: E402
+from models.training import determinism  # noqa: E402
 from models.training import diagnostics as training_diagnostics  # noqa: E402
 from models.training import strategies  # noqa: E402
 from models.training import warm_start  # noqa: E402
@@ -74,6 +75,8 @@ def run_fn(fn_args):
     """Trains the configured ranker and saves it to `fn_args.serving_model_dir`."""
     config = TrainerConfig.from_custom_config(fn_args.custom_config)
     check_model_type(config.model_type)  # fail before any data is read
+    if config.deterministic:
+        determinism.enable_determinism()
     tf.random.set_seed(config.seed)
 
     import tensorflow_transform as tft

@@ -167,6 +167,15 @@ INPUT_IN_MEMORY = True
 STEPS_PER_EXECUTION = 1  # batches per tf.function call (Keras compile)
 JIT_COMPILE = False  # XLA for Keras' train/test/predict functions; never the exported signatures
 
+# Reproducible runs (#34; models/training/determinism.py): DETERMINISTIC=1 trains with
+# deterministic ops and one-thread pools, so the same SEED and data give bit-identical
+# predictions (`make run` fixes the pools before TensorFlow starts). Off by default: it is
+# slower (README "Reproducible runs" has the measured cost).
+DETERMINISTIC = os.environ.get("DETERMINISTIC", "0")
+if DETERMINISTIC not in ("0", "1"):
+    raise ValueError(f"DETERMINISTIC must be 0 or 1, got {DETERMINISTIC!r}")
+DETERMINISTIC = DETERMINISTIC == "1"
+
 # Distribution strategy (models/training/strategies.py): "mirrored" (default; all local
 # devices), "multi_worker" (TF_CONFIG) or "parameter_server" (TF_CONFIG; embedding
 # tables bigger than PS_MIN_SHARD_BYTES are split over at most PS_MAX_SHARDS ps tasks;
@@ -203,6 +212,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         ps_min_shard_bytes=PS_MIN_SHARD_BYTES,
         ps_max_shards=PS_MAX_SHARDS, warm_start_learning_rate=WARM_START_LEARNING_RATE,
         steps_per_execution=STEPS_PER_EXECUTION, jit_compile=JIT_COMPILE, input_in_memory=INPUT_IN_MEMORY,
+        deterministic=DETERMINISTIC,
     )
     return config.replace(**changes) if changes else config
 
