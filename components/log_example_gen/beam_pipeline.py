@@ -3,21 +3,28 @@
 ::
 
   log_*.csv ─plan byte ranges─► Reshuffle ─count quotes/newlines─► prefix sums (side input)
-                                  │
-                                  └─read records (reading.py)─► ParseAndValidate ──bad──► dead letters
-                                        (user/video tables: side_tables.py, side inputs) │ good
-                                                                                         ▼
-       dates ─► window (date_window.py) ─► splits (time_split.py)       │  RowSignals (signals_beam.py:
-                                                                   │   per tab, video, author, ... )
-                                                                  CoGroupByKey(user_id): rows + signals
-                                                                                         ▼
-                         BuildExamples (user_examples.py: window, duplicates, histories, split)
-                                                                                         ▼
+      │
+      └─read records (reading.py) ─► parse a range in bulk (parse_batch.py) ──bad──► dead letters
+                (user/video tables: side_tables.py, side inputs)  │ good rows: a columnar batch
+                                                                  ▼
+   dates ─► window (date_window.py) ─► splits (time_split.py)   (user shard, batch)
+                                                                  ▼ GroupByKey
+                SelectRows (user_batches.py: window, duplicates) ──bad / dropped──► dead letters, counts
+                     │ kept rows                       │ (tab, batch)
+                     │                                 ▼
+                     │        RowSignals (signals_beam.py: tab pass, entity passes, columnar)
+                     ▼                                 ▼
+               CoGroupByKey(user shard): kept rows + their signals
+                                                       ▼
+       BuildExamples (example_batches.py: user statistics, histories, features, tfx-bsl encoder)
+                                                       ▼
          Split-train / Split-validation / Split-eval gzipped TFRecords + counts.json + bad_rows-*.jsonl
 
-The math lives in the pure modules; this one only wires them. Log files are read in
-byte ranges in parallel (no worker holds a whole file), histories are built per user
-after the GroupByKey (no worker holds the whole log). Every record read ends up in
+The math lives in the pure modules; this one only wires them. Rows travel as columnar
+batches (columns.py), never one Python object per row. Log files are read in byte
+ranges in parallel (no worker holds a whole file); users are hashed to
+``user_shards`` shards (about ``SHARD_BYTES`` of log each, at least ``MIN_SHARDS``), so a
+worker holds one shard's rows as columns, not the log. Every record read ends up in
 exactly one of: bad, dropped by rule, train, validation, eval, history-only
 (counts.py). Rows are checked in this order: record (reading.py: encoding, quotes),
 form (parsing.py), values (row_rules.py), join (side tables), window, duplicates.
@@ -26,9 +33,11 @@ import os
 from typing import Any, Dict, List, Tuple
 
 import apache_beam as beam
+import numpy as np
 
 from components.log_example_gen import counts as counts_lib
-from components.log_example_gen import date_window, parsing, reading, row_rules, side_tables, signals_beam, time_split
+from components.log_example_gen import (columns, date_window, example_batches, parse_batch, parsing, reading, row_rules,
+                                        side_tables, signals_beam, time_split, user_batches)
 from components.log_example_gen import user_examples as ue
 from components.log_example_gen.config import LogExampleGenConfig
 from components.log_example_gen.counts import (COUNTS_FILE, BadRowFractionError,  # noqa: F401 (re-exported)
@@ -39,7 +48,7 @@ from components.log_example_gen.side_tables import dead_letter_record
 METRICS_NAMESPACE = side_tables.METRICS_NAMESPACE
 EXAMPLES_FILE_PREFIX = "data_tfrecord"  # TFX ExampleGen's file names
 DEAD_LETTER_FILE_PREFIX = "bad_rows"
-_BAD, _DROPPED = ue.BAD, ue.DROPPED
+_BAD = ue.BAD
 
 
 def log_headers(files: List[Tuple[str, int]]) -> Dict[str, List[str]]:
@@ -57,81 +66,132 @@ def log_headers(files: List[Tuple[str, int]]) -> Dict[str, List[str]]:
     return headers
 
 
-class _ParseAndValidateLog(beam.DoFn):
-    """reading.Record -> (user_id, GoodRow) or a bad row (reason, dead-letter JSON)."""
+SHARD_BYTES = 8 << 20  # log bytes per user shard (and per entity shard)
+MIN_SHARDS = 16  # enough shards to keep every worker busy on a small log
+_COUNT, _DATES, _SIGNAL_ROWS = "count", "dates", "signal_rows"
 
-    def __init__(self, headers: Dict[str, List[str]], rules: row_rules.RowRules):
-        self._headers, self._rules = headers, rules
 
-    def setup(self):
-        self._bad = beam.metrics.Metrics.counter(METRICS_NAMESPACE, "bad_rows")
+def num_shards(files: List[Tuple[str, int]]) -> int:
+    return max(MIN_SHARDS, -(-sum(size for _, size in files) // SHARD_BYTES))
 
-    def process(self, rec: reading.Record, users, videos, ambiguous):
-        if rec.problem:
-            reason = rec.problem
-        else:
-            row = parsing.parse_log_line(rec.text, self._headers[rec.path])
-            if isinstance(row, parsing.BadRow):
-                reason = row.reason
-            else:
-                reason = (row_rules.check_values(row, self._rules)
-                          or parsing.join_reason(row, users, videos, ambiguous))
-        if reason is None:
-            yield row.user_id, ue.GoodRow(row.time_ms, rec.path, rec.offset, rec.line, row, rec.text)
+
+def _bad_output(reason: str, source: str, line: int, offset: int, text: str):
+    beam.metrics.Metrics.counter(METRICS_NAMESPACE, "bad_rows").inc()
+    beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"bad_rows_{parsing.BadRow(reason).kind}").inc()
+    yield beam.pvalue.TaggedOutput(_BAD, (reason, dead_letter_record("log", source, line, offset, reason, text)))
+    yield beam.pvalue.TaggedOutput(_COUNT, ("bad:" + reason, 1))
+
+
+class _ReadAndParse(beam.DoFn):
+    """ByteRange -> (user shard, batch of good rows); bad rows, counts and dates tagged."""
+
+    def __init__(self, headers: Dict[str, List[str]], paths: List[str], rules: row_rules.RowRules, shards: int):
+        self._headers, self._rules, self._shards = headers, rules, shards
+        self._file_index = {p: k for k, p in enumerate(paths)}
+        self._ids = None
+
+    def process(self, r: reading.ByteRange, starts, users, videos, ambiguous):
+        if self._ids is None:
+            self._ids = parse_batch.SideIds.of(users, videos, ambiguous)
+        records = list(reading.read_range(r, starts[(r.path, r.start)]))
+        yield beam.pvalue.TaggedOutput(_COUNT, ("read", len(records)))
+        batch, bad = parse_batch.parse_records(records, self._file_index[r.path], self._headers[r.path],
+                                               self._rules, users, videos, ambiguous, self._ids)
+        for reason, rec in bad:
+            yield from _bad_output(reason, rec.path, rec.line, rec.offset, rec.text)
+        if not columns.length(batch):
             return
-        self._bad.inc()
-        beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"bad_rows_{parsing.BadRow(reason).kind}").inc()
-        yield beam.pvalue.TaggedOutput(
-            _BAD, (reason, dead_letter_record("log", rec.path, rec.line, rec.offset, reason, rec.text)))
+        dates, n = np.unique(batch["date"], return_counts=True)
+        for d, k in zip(dates.tolist(), n.tolist()):
+            yield beam.pvalue.TaggedOutput(_DATES, (d, k))
+        yield from columns.split_by(batch, columns.shard_of(batch["user_id"], self._shards))
+
+
+class _SelectRows(beam.DoFn):
+    """(user shard, batches) -> (user shard, kept rows); (tab, signal rows) tagged; window and
+    duplicate rules applied (user_batches.select_rows)."""
+
+    def __init__(self, config: LogExampleGenConfig, paths: List[str]):
+        self._rule, self._span, self._paths = config.duplicate_rule, config.span_window(), paths
+        self._side = None
+
+    def process(self, element, users, videos, window, split_of_date):
+        shard, batches = element
+        if self._side is None:
+            self._side = example_batches.SideColumns(users, videos)
+        kept, bad, dropped, rows = user_batches.select_rows(
+            columns.concat(batches), np.array(sorted(window), dtype=np.int64), self._rule)
+        for reason, k in bad:
+            row_id = int(rows["row_id"][k])
+            yield from _bad_output(reason, self._paths[columns.file_of(row_id)], int(rows["line"][k]),
+                                   row_id & ((1 << columns.FILE_SHIFT) - 1), rows["text"][k])
+        if dropped:
+            beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"dropped_{ue.DUPLICATE_ROW}").inc(dropped)
+            yield beam.pvalue.TaggedOutput(_COUNT, ("dropped:" + ue.DUPLICATE_ROW, dropped))
+        if not columns.length(kept):
+            return
+        del kept["text"], kept["line"]
+        kept["split"] = user_batches.split_codes(kept, time_split.SPLIT_NAMES, split_of_date, self._span)
+        yield shard, kept
+        sig = example_batches.signal_rows(kept, self._side.videos_at(kept["video_id"]))
+        for tab, part in columns.split_by(sig, sig["tab"]):
+            yield beam.pvalue.TaggedOutput(_SIGNAL_ROWS, (tab, part))
 
 
 class _BuildExamples(beam.DoFn):
-    """One user's good rows -> user_examples.build_user_examples -> tagged outputs."""
+    """(user shard, {rows, signals}) -> serialized tf.Examples tagged by split (example_batches.py)."""
 
     def __init__(self, config: LogExampleGenConfig):
-        self._duplicate_rule = config.duplicate_rule
         self._history_length = config.history_length
         self._min_watch_s = config.history_min_watch_s
-        self._span = config.span_window()  # None: day splits
         self._delay_ms = int(round(config.label_delay_s * 1000))
+        self._side = None
 
-    def process(self, element, users, videos, window, split_of_date):
-        user_id, joined = element
-        row_signals = {}
-        for key, name, value in joined["signals"]:
-            row_signals.setdefault(key, {})[name] = value
-        for tag, payload in ue.build_user_examples(
-                joined["rows"], users[user_id], videos, window, split_of_date, self._duplicate_rule,
-                self._history_length, self._min_watch_s, span=self._span, row_signals=row_signals,
-                label_delay_ms=self._delay_ms):
-            if tag == _BAD:
-                reason, g = payload
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, "bad_rows").inc()
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"bad_rows_{parsing.BadRow(reason).kind}").inc()
-                yield beam.pvalue.TaggedOutput(_BAD, (reason, dead_letter_record(
-                    "log", g.source, g.line, g.offset, reason, g.text)))
-            elif tag == _DROPPED:
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"dropped_{payload}").inc()
-                yield beam.pvalue.TaggedOutput(_DROPPED, payload)
-            elif tag == ue.HISTORY_ONLY:
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, "good_rows").inc()
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, "history_only_rows").inc()
-                yield beam.pvalue.TaggedOutput(tag, payload)
-            else:
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, "good_rows").inc()
-                beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"examples_{tag}").inc()
-                yield beam.pvalue.TaggedOutput(tag, payload)
+    def process(self, element, users, videos):
+        _, joined = element
+        if self._side is None:
+            self._side = example_batches.SideColumns(users, videos)
+        rows = columns.concat(joined["rows"])
+        if not columns.length(rows):
+            return
+        rows = columns.take(rows, columns.sort_rows(rows["user_id"], rows["time_ms"], rows["row_id"]))
+        per_family: Dict[str, list] = {}
+        for family, part in joined["signals"]:
+            per_family.setdefault(family, []).append(part)
+        signals = {}
+        for family in signals_beam.family_names():
+            part = columns.concat(per_family.get(family, []))
+            ids = part.get("row_id", np.zeros(0, dtype=np.int64))
+            order = np.argsort(ids)
+            pos = np.minimum(np.searchsorted(ids[order], rows["row_id"]), max(len(ids) - 1, 0))
+            if len(ids) != columns.length(rows) or not np.array_equal(ids[order][pos], rows["row_id"]):
+                raise RuntimeError(f"LogExampleGen: the {family} signals do not cover the kept rows")
+            signals.update({k: v[order][pos] for k, v in part.items() if k.startswith("sig_")})
+        features = example_batches.feature_columns(rows, self._side, signals, self._history_length,
+                                                   self._min_watch_s, self._delay_ms)
+        n = columns.length(rows)
+        history_only = int((rows["split"] < 0).sum())
+        counter = beam.metrics.Metrics.counter
+        counter(METRICS_NAMESPACE, "good_rows").inc(n)
+        if history_only:
+            counter(METRICS_NAMESPACE, "history_only_rows").inc(history_only)
+            yield beam.pvalue.TaggedOutput(_COUNT, ("history_only", history_only))
+        for split, examples in example_batches.examples_by_split(features, rows["split"], time_split.SPLIT_NAMES):
+            counter(METRICS_NAMESPACE, f"examples_{split}").inc(len(examples))
+            yield beam.pvalue.TaggedOutput(_COUNT, ("split:" + split, len(examples)))
+            for ex in examples:
+                yield beam.pvalue.TaggedOutput(split, ex)
 
 
-def _read_log_records(pbegin, files: List[Tuple[str, int]], range_bytes: int):
+def _log_ranges(pbegin, files: List[Tuple[str, int]], range_bytes: int):
+    """(byte ranges spread over the workers, side input of their RangeStarts)."""
     ranges = reading.plan_ranges([f for f in files if not reading.is_empty(f[1])], range_bytes)
     spread = pbegin | "LogRanges" >> beam.Create(ranges) | "SpreadRanges" >> beam.Reshuffle()
     starts = (spread
               | "CountQuotesAndLines" >> beam.Map(reading.count_range)
               | "RangeCounts" >> beam.combiners.ToList()
               | "RangeStarts" >> beam.Map(reading.range_starts))
-    return spread | "ReadRecords" >> beam.FlatMap(
-        lambda r, st: reading.read_range(r, st[(r.path, r.start)]), beam.pvalue.AsSingleton(starts))
+    return spread, beam.pvalue.AsSingleton(starts)
 
 
 def _ambiguous_ids(user_ids, video_ids):
@@ -161,15 +221,16 @@ class LogsToExamples(beam.PTransform):
                                          beam.pvalue.AsList(users["ambiguous"]),
                                          beam.pvalue.AsList(videos["ambiguous"])))
 
-        records = _read_log_records(pbegin, files[LOG], cfg.read_range_bytes)
-        parsed = (records
-                  | "ParseAndValidate" >> beam.ParDo(
-                      _ParseAndValidateLog(headers, cfg.row_rules()), users_si, videos_si, ambiguous_si)
-                  .with_output_types(Any).with_outputs(_BAD, main="good"))
+        paths = sorted(headers)
+        shards = num_shards(files[LOG])
+        spread, starts_si = _log_ranges(pbegin, files[LOG], cfg.read_range_bytes)
+        parsed = (spread
+                  | "ReadAndParse" >> beam.ParDo(
+                      _ReadAndParse(headers, paths, cfg.row_rules(), shards), starts_si, users_si, videos_si,
+                      ambiguous_si)
+                  .with_output_types(Any).with_outputs(_BAD, _COUNT, _DATES, main="good"))
 
-        date_counts = (parsed.good
-                       | "Dates" >> beam.Map(lambda kv: kv[1].row.date)
-                       | "RowsPerDate" >> beam.combiners.Count.PerElement())
+        date_counts = parsed[_DATES] | "RowsPerDate" >> beam.CombinePerKey(sum)
         date_list = date_counts | "DateCounts" >> beam.combiners.ToList()
         window = date_list | "Window" >> beam.Map(
             lambda dc: date_window.infer_window(dict(dc), cfg.max_date_gap_days, list(cfg.date_window)))
@@ -180,30 +241,29 @@ class LogsToExamples(beam.PTransform):
                 cfg.eval_last_n_days, cfg.validation_last_n_days), window_si)
         split_si = beam.pvalue.AsSingleton(split_of_date)
 
-        row_signals = parsed.good | "RowSignals" >> signals_beam.RowSignals(
-            videos_si, window_si, cfg.label_delay_s, cfg.signal_prior_ctr, cfg.duplicate_rule)
-        built = ({"rows": parsed.good, "signals": row_signals}
-                 | "GroupByUser" >> beam.CoGroupByKey()
-                 | "BuildExamples" >> beam.ParDo(_BuildExamples(cfg), users_si, videos_si, window_si, split_si)
-                 .with_output_types(Any)
-                 .with_outputs(_BAD, _DROPPED, ue.HISTORY_ONLY, *time_split.SPLIT_NAMES, main="unused"))
+        selected = (parsed.good
+                    | "GroupByUserShard" >> beam.GroupByKey()
+                    | "SelectRows" >> beam.ParDo(_SelectRows(cfg, paths), users_si, videos_si, window_si, split_si)
+                    .with_output_types(Any).with_outputs(_BAD, _COUNT, _SIGNAL_ROWS, main="rows"))
+        row_signals = selected[_SIGNAL_ROWS] | "RowSignals" >> signals_beam.RowSignals(
+            cfg.label_delay_s, cfg.signal_prior_ctr, shards, shards)
+        built = ({"rows": selected.rows, "signals": row_signals}
+                 | "JoinSignals" >> beam.CoGroupByKey()
+                 | "BuildExamples" >> beam.ParDo(_BuildExamples(cfg), users_si, videos_si)
+                 .with_output_types(Any).with_outputs(_COUNT, *time_split.SPLIT_NAMES, main="unused"))
 
-        dead_letter = ((parsed[_BAD], built[_BAD], users[_BAD], videos[_BAD])
+        dead_letter = ((parsed[_BAD], selected[_BAD], users[_BAD], videos[_BAD])
                        | "AllBadRows" >> beam.Flatten()
                        | "DeadLetterJson" >> beam.Values())
 
         count_pairs = [
-            records | "KeyRead" >> beam.Map(lambda _: ("read", 1)),
-            parsed[_BAD] | "KeyBad" >> beam.Map(lambda kv: ("bad:" + kv[0], 1)),
-            built[_BAD] | "KeyBadUser" >> beam.Map(lambda kv: ("bad:" + kv[0], 1)),
-            built[_DROPPED] | "KeyDropped" >> beam.Map(lambda rule: ("dropped:" + rule, 1)),
-            built[ue.HISTORY_ONLY] | "KeyHistoryOnly" >> beam.Map(lambda _: ("history_only", 1)),
+            parsed[_COUNT], selected[_COUNT], built[_COUNT],
             date_counts | "KeyDates" >> beam.Map(lambda dn: (f"date:{dn[0]}", dn[1])),
             users[_BAD] | "KeyBadUsers" >> beam.Map(lambda kv: ("side_bad:" + kv[0], 1)),
             videos[_BAD] | "KeyBadVideos" >> beam.Map(lambda kv: ("side_bad:" + kv[0], 1)),
             users[side_tables.DROPPED] | "KeyDroppedUsers" >> beam.Map(lambda k: (k, 1)),
             videos[side_tables.DROPPED] | "KeyDroppedVideos" >> beam.Map(lambda k: (k, 1)),
-        ] + [built[s] | f"Key{s}" >> beam.Map(lambda _, s=s: ("split:" + s, 1)) for s in time_split.SPLIT_NAMES]
+        ]
         counts = (count_pairs
                   | "AllCountKeys" >> beam.Flatten()
                   | "CountPerKey" >> beam.CombinePerKey(sum)

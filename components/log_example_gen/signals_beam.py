@@ -1,71 +1,79 @@
-"""Beam stage of the leakage-free signals (signals.py has the equations and passes).
+"""Beam stages of the leakage-free signals on columnar batches (signals.py: equations;
+signal_columns.py: the passes on arrays).
 
 ::
 
-  good rows (user_id, GoodRow) ─in window─► SignalRow ─key tab─► GroupByKey ─► tab_pass ─► Known (e_tab, w_tab, r_tab)
-        Known ─key video / author / music / (tag, tab) / (tab, duration bucket)─► GroupByKey ─► entity_pass
-        sig_tab_ctr + the entity signals (signals.ENTITY_SIGNALS) ─► (user_id, (row key, name, value))
+  kept rows as (tab, batch) ─GroupByKey─► tab pass ─► e_tab, w_tab, r_tab per row
+        ├─► (user shard, ('tab', row_id + sig_tab_ctr))
+        └─► ((family, entity shard), batch) ─GroupByKey─► entity pass (signals.ENTITY_SIGNALS)
+                                              ─► (user shard, (family, row_id + its signals))
 
-The output is keyed by user so beam_pipeline.py joins it to the user's rows
-(CoGroupByKey) and user_examples.py adds the user statistics (signals.user_pass)
-on the user's kept rows. Every pass sorts its key's rows by time inside one worker;
-no statistic is computed on the driver.
+The output is keyed by the user shard so beam_pipeline.py joins it to the users' rows
+(CoGroupByKey) and example_batches.py adds the user statistics. An entity shard holds
+every row of the keys hashed to it (signal_columns.entity_hash), so each pass sees whole
+keys; adding a family to signals.ENTITY_SIGNALS adds its pass here with no other change.
+A tab's rows are one worker's columns (~100 bytes a row).
 """
-from typing import Dict, Iterable, List, Tuple
+from typing import Iterator, Tuple
 
 import apache_beam as beam
 
-from components.log_example_gen import parsing, signals
-from models import features as F
+from components.log_example_gen import columns as C
+from components.log_example_gen import signal_columns, signals
+
+TAB = "tab"
 
 
-def signal_row(g, videos: Dict[int, dict]) -> signals.SignalRow:
-    """GoodRow (user_examples.GoodRow) + the video table -> SignalRow."""
-    r, video = g.row, videos[g.row.video_id]
-    duration_s = parsing.duration_s(r, video)
-    return signals.SignalRow(
-        key=(g.source, g.offset), user_id=r.user_id, time_ms=r.time_ms, is_click=r.is_click,
-        tab=r.tab, video_id=r.video_id, author_id=video["author_id"], music_id=video["music_id"],
-        tag_id=video["tag_id"], duration_bucket=F.duration_bucket(duration_s),
-        duplicate_key=g.duplicate_key(), watch_s=r.play_time_ms / 1000.0, duration_s=duration_s)
+def _signal_batch(b: C.Batch, values: dict) -> C.Batch:
+    out = {"row_id": b["row_id"], "user_id": b["user_id"]}
+    out.update(values)
+    return out
 
 
-def _tab_pass(element, delay_ms: int, prior_ctr: float, duplicate_rule: str) -> List[signals.Known]:
-    _, rows = element
-    return signals.tab_pass(list(rows), delay_ms, prior_ctr, duplicate_rule)
+def _by_user_shard(family: str, out: C.Batch, user_shards: int) -> Iterator[Tuple[int, Tuple[str, C.Batch]]]:
+    for shard, part in C.split_by(out, C.shard_of(out["user_id"], user_shards)):
+        yield shard, (family, part)
 
 
-def _entity_pass(element, stats: Dict[str, str], delay_ms: int) -> Iterable[Tuple[int, Tuple]]:
-    _, recs = element
-    recs = list(recs)
-    for rec, values in zip(recs, signals.entity_pass(recs, delay_ms, stats)):
-        for name, value in values.items():
-            yield rec.row.user_id, (rec.row.key, name, value)
+def _tab_pass(element, delay_ms: int, prior_ctr: float, user_shards: int, entity_shards: int):
+    _, batches = element
+    b = C.concat(batches)
+    b.update(signal_columns.tab_pass(b, delay_ms, prior_ctr))
+    yield from _by_user_shard(TAB, _signal_batch(b, {"sig_tab_ctr": b["e_tab"]}), user_shards)
+    for family in signals.ENTITY_SIGNALS:
+        keys = C.shard_of(signal_columns.entity_hash(family, b), entity_shards)
+        for shard, part in C.split_by(b, keys):
+            yield beam.pvalue.TaggedOutput("entity", ((family, shard), part))
+
+
+def _entity_pass(element, delay_ms: int, user_shards: int):
+    (family, _), batches = element
+    b = C.concat(batches)
+    yield from _by_user_shard(family, _signal_batch(b, signal_columns.entity_pass(family, b, delay_ms)),
+                              user_shards)
 
 
 class RowSignals(beam.PTransform):
-    """(user_id, GoodRow) -> (user_id, (row key, signal name, value)) for sig_tab_ctr and
-    the entity signals of every in-window row (signals.py)."""
+    """(tab, batch of kept rows: example_batches.signal_rows) -> (user shard, (family, batch of
+    row_id, user_id and the family's signals)) for sig_tab_ctr and every entity family."""
 
-    def __init__(self, videos_si, window_si, label_delay_s: float, prior_ctr: float, duplicate_rule: str):
+    def __init__(self, label_delay_s: float, prior_ctr: float, user_shards: int, entity_shards: int):
         super().__init__()
-        self._videos_si, self._window_si = videos_si, window_si
         self._delay_ms = int(round(label_delay_s * 1000))
-        self._prior_ctr, self._duplicate_rule = prior_ctr, duplicate_rule
+        self._prior_ctr = prior_ctr
+        self._user_shards, self._entity_shards = user_shards, entity_shards
 
-    def expand(self, good):
-        delay = self._delay_ms
-        rows = good | "SignalRows" >> beam.FlatMap(
-            lambda kv, videos, window: [signal_row(kv[1], videos)] if kv[1].row.date in window else [],
-            self._videos_si, self._window_si)
-        known = (rows
-                 | "KeyByTab" >> beam.Map(lambda r: (r.tab, r))
-                 | "GroupByTab" >> beam.GroupByKey()
-                 | "TabPass" >> beam.FlatMap(_tab_pass, delay, self._prior_ctr, self._duplicate_rule))
-        outputs = [known | "TabCtr" >> beam.Map(lambda k: (k.row.user_id, (k.row.key, "sig_tab_ctr", k.e_tab)))]
-        for name, (key_fn, stats) in signals.ENTITY_SIGNALS.items():
-            outputs.append(known
-                           | f"KeyBy_{name}" >> beam.Map(lambda k, key_fn=key_fn: (key_fn(k.row), k))
-                           | f"GroupBy_{name}" >> beam.GroupByKey()
-                           | f"Pass_{name}" >> beam.FlatMap(_entity_pass, stats, delay))
-        return outputs | "AllRowSignals" >> beam.Flatten()
+    def expand(self, by_tab):
+        tab = (by_tab
+               | "GroupByTab" >> beam.GroupByKey()
+               | "TabPass" >> beam.FlatMap(_tab_pass, self._delay_ms, self._prior_ctr, self._user_shards,
+                                           self._entity_shards).with_outputs("entity", main="tab"))
+        entity = (tab.entity
+                  | "GroupByEntity" >> beam.GroupByKey()
+                  | "EntityPass" >> beam.FlatMap(_entity_pass, self._delay_ms, self._user_shards))
+        return (tab.tab, entity) | "AllRowSignals" >> beam.Flatten()
+
+
+def family_names():
+    return [TAB] + list(signals.ENTITY_SIGNALS)
+

@@ -1,0 +1,124 @@
+"""One byte range's records -> a columnar batch of good rows + its bad rows (bulk parsing).
+
+Rows are checked in the order of parsing.py (form) then row_rules.py (values) then the
+join (side tables). Most rows take the fast path: no quote or carriage return, the
+right number of columns and plain ASCII digits (at most 18) in every used column; their
+value and join rules are then checked on whole columns (numpy). Any other row, and any
+row a column check flags, goes through the per-row functions (parsing.parse_log_line,
+row_rules.check_values, parsing.join_reason), which give the reason of the dead letter,
+so reasons, files, lines and offsets are those of the per-row rules by construction.
+
+Good rows come out as a batch (columns.py) with ``row_id``, ``line``, ``text`` (the raw
+record: dead letters and the duplicate key later) and the ``parsing.USED_LOG_FIELDS``.
+"""
+import re
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from components.log_example_gen import columns as C
+from components.log_example_gen import parsing, reading, row_rules
+from schemas.kuairand_format import DAY_MS
+
+FIELDS = parsing.USED_LOG_FIELDS
+_FAST = re.compile(r"[0-9]{1,18}(?:,[0-9]{1,18})*")
+_INT64_MAX = (1 << 63) - 1
+
+
+class SideIds(NamedTuple):
+    """The ids a log row may join: known users/videos (sorted arrays) and the ambiguous ones."""
+    users: np.ndarray
+    videos: np.ndarray
+    ambiguous_users: np.ndarray
+    ambiguous_videos: np.ndarray
+
+    @classmethod
+    def of(cls, users: Dict[int, dict], videos: Dict[int, dict], ambiguous: Optional[dict]) -> "SideIds":
+        ambiguous = ambiguous or {}
+
+        def arr(ids):
+            return np.array(sorted(ids), dtype=np.int64)
+        return cls(arr(users), arr(videos), arr(ambiguous.get("user", ())), arr(ambiguous.get("video", ())))
+
+
+def _slow_reason(text: str, header: Sequence[str], rules, users, videos, ambiguous) -> Tuple[Optional[str], list]:
+    row = parsing.parse_log_line(text, header)
+    if isinstance(row, parsing.BadRow):
+        return row.reason, []
+    reason = row_rules.check_values(row, rules) or parsing.join_reason(row, users, videos, ambiguous)
+    return reason, [getattr(row, f) for f in FIELDS]
+
+
+def _flagged(v: Dict[str, np.ndarray], rules: row_rules.RowRules, ids: SideIds) -> np.ndarray:
+    """Rows of fast-path values (non-negative ints) that break a value or join rule."""
+    bad = np.zeros(len(v["user_id"]), dtype=bool)
+    dates, inverse = np.unique(v["date"], return_inverse=True)
+    starts = []
+    for d in dates.tolist():
+        try:
+            starts.append(row_rules.day_start_ms(d))
+        except ValueError:
+            starts.append(None)
+    valid = np.array([s is not None for s in starts])
+    start = np.array([s if s is not None else 0 for s in starts], dtype=np.int64)[inverse]
+    bad |= ~valid[inverse]
+    for name in row_rules.BINARY_FIELDS:
+        bad |= v[name] > 1
+    bad |= (v["hourmin"] // 100 > 23) | (v["hourmin"] % 100 > 59)
+    bad |= (v["play_time_ms"] > rules.max_play_time_ms) | (v["duration_ms"] > rules.max_duration_ms)
+    tol = rules.date_time_tolerance_ms
+    bad |= ~((start - tol <= v["time_ms"]) & (v["time_ms"] < start + DAY_MS + tol))
+    bad |= np.isin(v["user_id"], ids.ambiguous_users) | np.isin(v["video_id"], ids.ambiguous_videos)
+    bad |= ~np.isin(v["user_id"], ids.users) | ~np.isin(v["video_id"], ids.videos)
+    return bad
+
+
+def parse_records(records: Sequence[reading.Record], file_index: int, header: Sequence[str],
+                  rules: row_rules.RowRules, users, videos, ambiguous, ids: SideIds
+                  ) -> Tuple[C.Batch, List[Tuple[str, reading.Record]]]:
+    """Records of one file -> (good batch, [(reason, record)] of the bad ones), see the module doc."""
+    idx = [header.index(f) for f in FIELDS]
+    ncols = len(header)
+    fast_rows, fast_values, slow = [], [], []
+    for rec in records:
+        if rec.problem:
+            slow.append(rec)
+            continue
+        text = rec.text
+        if '"' not in text and "\r" not in text:
+            fields = text.split(",")
+            if len(fields) == ncols:
+                used = [fields[i] for i in idx]
+                if _FAST.fullmatch(",".join(used)):
+                    fast_rows.append(rec)
+                    fast_values.append(used)
+                    continue
+        slow.append(rec)
+    good_recs: List[reading.Record] = []
+    good_vals: list = []
+    bad: List[Tuple[str, reading.Record]] = []
+    if fast_rows:
+        mat = np.array(fast_values, dtype=np.int64).reshape(len(fast_rows), len(FIELDS))
+        flagged = _flagged({f: mat[:, k] for k, f in enumerate(FIELDS)}, rules, ids)
+        ok = np.flatnonzero(~flagged)
+        good_recs = [fast_rows[k] for k in ok]
+        good_vals = [mat[ok]]
+        slow.extend(fast_rows[k] for k in np.flatnonzero(flagged))
+    for rec in slow:
+        reason, vals = (rec.problem, []) if rec.problem else _slow_reason(rec.text, header, rules, users, videos,
+                                                                           ambiguous)
+        if reason is not None:
+            bad.append((reason, rec))
+            continue
+        if any(not -_INT64_MAX <= x <= _INT64_MAX for x in vals):
+            raise ValueError(f"LogExampleGen: {rec.path} line {rec.line}: a value does not fit 64 bits: {rec.text!r}")
+        good_recs.append(rec)
+        good_vals.append(np.array([vals], dtype=np.int64))
+    if not good_recs:
+        return {}, bad
+    mat = np.concatenate(good_vals) if good_vals else np.zeros((0, len(FIELDS)), dtype=np.int64)
+    batch = {f: mat[:, k] for k, f in enumerate(FIELDS)}
+    batch["row_id"] = C.row_ids(file_index, np.array([r.offset for r in good_recs], dtype=np.int64))
+    batch["line"] = np.array([r.line for r in good_recs], dtype=np.int64)
+    batch["text"] = np.array([r.text for r in good_recs], dtype=object)
+    return batch, bad
