@@ -108,7 +108,7 @@ def write_tables(out_dir: str, log: pd.DataFrame, users: pd.DataFrame,
     }
     for key, df in (("log", log), ("user_features", users),
                     ("video_features", videos), ("truth", truth)):
-        tmp = paths[key] + ".tmp"
+        tmp = f"{paths[key]}.{os.getpid()}.tmp"  # per process: concurrent runs never share a temp file
         df.to_csv(tmp, index=False, lineterminator="\n")
         if os.path.exists(paths[key]) and filecmp.cmp(tmp, paths[key], shallow=False):
             os.remove(tmp)  # the same content: keep the file (and its mtime)
