@@ -134,5 +134,12 @@ kfp: setup
 bench-ingestion: setup
 	$(PY) -m bench.bench_ingestion $(if $(LOGS),--logs $(LOGS))
 
+# The whole pipeline at 0.25M / 1M / 4M simulated rows (BENCH_SCALE_ROWS), one component per
+# process: per-component time, peak RSS and time exponent -> bench/results/scale.json + .png
+# (see bench/bench_scale.py; simulated logs are cached under BENCH_WORK, default outputs/bench_scale)
+.PHONY: bench-scale
+bench-scale: setup
+	$(PY) -m bench.bench_scale
+
 clean:
 	rm -rf $(OUT) data/generated tfx_home
