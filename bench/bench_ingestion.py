@@ -9,7 +9,8 @@ Each worker count runs in a fresh Python process (so memory figures do not mix):
 DirectRunner ``in_memory`` for 1 worker, ``multi_processing`` with
 ``direct_num_workers=N`` for N > 1, the executor's whole Beam pipeline (byte-range
 reads, parsing, joins, GroupByKey histories, tf.Example writes). Reported per run:
-wall seconds, log rows/s (rows read / wall), the counts.json totals (identical across
+wall seconds, log rows/s (rows read / wall), CPU seconds of the run (driver + finished
+worker processes) and CPU µs per row (the cost when the machine is shared), the counts.json totals (identical across
 worker counts, or the bench fails), and peak resident memory: of the driver process
 (ru_maxrss of RUSAGE_SELF) and of the largest worker process (RUSAGE_CHILDREN; for
 in_memory the driver is the worker). The machine's load average is recorded: on a
@@ -35,6 +36,12 @@ def _rel(path: str) -> str:
     return rel if not rel.startswith("../../") else path
 
 
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and its finished children (the workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_once(logs: str, workers: int, range_bytes: int) -> dict:
     import dataclasses
 
@@ -51,13 +58,14 @@ def run_once(logs: str, workers: int, range_bytes: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         examples, dead_letter = standard_artifacts.Examples(), DeadLetterRows()
         examples.uri, dead_letter.uri = os.path.join(tmp, "examples"), os.path.join(tmp, "dead_letter")
-        start = time.time()
+        start, cpu_start = time.time(), _cpu_s()
         counts = run_log_example_gen(beam.Pipeline(argv=args), logs, config, examples, dead_letter)
-        wall = time.time() - start
+        wall, cpu = time.time() - start, _cpu_s() - cpu_start
     to_mb = 1 / 1024.0  # ru_maxrss is in KiB on Linux
     return {
         "workers": workers, "beam_args": args, "wall_s": round(wall, 2),
         "rows_per_s": round(counts["rows_read"] / wall, 1),
+        "cpu_s": round(cpu, 2), "cpu_us_per_row": round(1e6 * cpu / max(counts["rows_read"], 1), 1),
         "counts": {k: counts[k] for k in ("rows_read", "good_rows", "bad_rows", "dropped_rows", "splits",
                                           "dropped_rows_by_rule", "bad_rows_by_reason")},
         "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * to_mb, 1),
