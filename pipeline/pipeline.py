@@ -36,6 +36,7 @@ from models.transform_config import TransformConfig
 
 RUN_MODES = ("batch", "full", "delta")
 CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot
+EVALUATOR_EXTRACTORS = "models.evaluation.tfma.extractors"  # its custom_extractors feed TFMA per-slice batches
 
 
 def _gate(floor=None, ceiling=None, max_change=None, higher_is_better=True) -> tfma.MetricThreshold:
@@ -74,7 +75,7 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
                                      higher_is_better=False),
     }
     specs = tfma_metrics.metrics_specs(
-        thresholds=thresholds, ranking_output="ranking_score",
+        thresholds=thresholds, ranking_output="ranking_score", batched=True,
         quantiles_output="quantiles" if "cqe" in watch_head else None, num_quantiles=num_quantiles)
     for spec in specs:  # the report's click calibration curve (TFMA plot, per slice)
         if list(spec.output_names) == [CLICK_OUTPUT]:
@@ -215,6 +216,7 @@ def create_pipeline(
         eval_config=eval_config(eval_gates, eval_slice_features, watch_head=trainer_config.watch_head,
                                 num_quantiles=int(trainer_config.cqe["num_quantiles"])),
         example_splits=["eval"],
+        module_path=EVALUATOR_EXTRACTORS,  # per-slice batches, not one extract per example (#33)
     )
     # pruned int8 rows, verified against the trained model, atomic versioned publish (#10)
     from pipeline import configs as pipeline_configs  # SERVING_BATCHING (pipeline/configs/serving.py)

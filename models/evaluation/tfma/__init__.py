@@ -13,6 +13,8 @@ module         job
                their computations; the ``MetricConfig.module`` TFMA imports
 ``specs``      ``metric_config`` / ``metrics_specs``: the MetricsSpecs the Evaluator
                runs, built-ins included, with the blessing thresholds
+``extractors`` ``custom_extractors``: TFMA's extractors with per-slice batches instead
+               of one extract per example (the Evaluator's ``module_path``)
 =============  ===================================================================
 
 Metrics: XAUC, XGAUC, GroupAUC (GAUC), RequestGAUC (GAUC over a user's requests), UserNDCG (nDCG@k), ModelECS and ObservedECS
@@ -25,12 +27,12 @@ Usage: ``from models.evaluation import tfma as TM; TM.metrics_specs(...)``.
 from models.evaluation.tfma.combiners import PINBALL_KEY, coverage_key
 from models.evaluation.tfma.metrics import (
     MODULE, RMSE, XAUC, XGAUC, GroupAUC, ModelECS, NormalizedEntropy, ObservedECS,
-    QuantileCoverage, RequestGAUC, UserNDCG)
+    QuantileCoverage, RequestGAUC, RowBinaryCrossEntropy, RowCount, UserNDCG)
 from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS, stable_hash
 from models.evaluation.tfma.specs import metric_config, metrics_specs
 
 __all__ = [
     "DEFAULT_MAX_ROWS", "MODULE", "PINBALL_KEY", "GroupAUC", "ModelECS", "NormalizedEntropy",
-    "ObservedECS", "QuantileCoverage", "RMSE", "RequestGAUC", "UserNDCG", "XAUC", "XGAUC", "coverage_key",
-    "metric_config", "metrics_specs", "stable_hash",
+    "ObservedECS", "QuantileCoverage", "RMSE", "RequestGAUC", "RowBinaryCrossEntropy", "RowCount",
+    "UserNDCG", "XAUC", "XGAUC", "coverage_key", "metric_config", "metrics_specs", "stable_hash",
 ]

@@ -153,23 +153,28 @@ class ModelECSCombiner(UserRowsCombiner):
 
 
 class Sums:
-    """Accumulator: a vector of sums plus rows not yet reduced into it."""
+    """Accumulator: a vector of sums plus row batches (column arrays) not yet reduced."""
 
-    __slots__ = ("sums", "pending")
+    __slots__ = ("sums", "pending", "num_pending")
 
     def __init__(self, size: int, num_columns: int):
         self.sums = np.zeros(size)
-        self.pending: List[list] = [[] for _ in range(num_columns)]
+        self.pending: List[List[np.ndarray]] = [[] for _ in range(num_columns)]
+        self.num_pending = 0
 
     def __getstate__(self):
-        return (self.sums, self.pending)
+        return (self.sums, self.pending, self.num_pending)
 
     def __setstate__(self, state):
-        self.sums, self.pending = state
+        self.sums, self.pending, self.num_pending = state
 
 
 class SumsCombiner(beam.CombineFn):
-    """Constant-memory metrics: rows are reduced to sums with the pure functions."""
+    """Constant-memory metrics: rows are reduced to sums with the pure functions.
+
+    ``add_input`` takes one example or a batch of rows (an input's values are rows,
+    see `models.evaluation.tfma.inputs`); batches are reduced with NumPy every
+    ``_FLUSH_ROWS`` rows."""
 
     num_columns = 2
     size = 0
@@ -188,19 +193,22 @@ class SumsCombiner(beam.CombineFn):
         raise NotImplementedError
 
     def _flush(self, acc: Sums) -> Sums:
-        if acc.pending[0]:
-            acc.sums = acc.sums + self._reduce([np.asarray(p, dtype=np.float64)
+        if acc.num_pending:
+            acc.sums = acc.sums + self._reduce([np.concatenate(p).astype(np.float64)
                                                 for p in acc.pending])
             acc.pending = [[] for _ in acc.pending]
+            acc.num_pending = 0
         return acc
 
     def create_accumulator(self) -> Sums:
         return Sums(self.size, self.num_columns)
 
     def add_input(self, acc: Sums, element) -> Sums:
-        for p, r in zip(acc.pending, self._rows(element)):
-            p.extend(r.tolist())
-        if len(acc.pending[0]) >= _FLUSH_ROWS:
+        rows = self._rows(element)
+        for p, r in zip(acc.pending, rows):
+            p.append(r)
+        acc.num_pending += len(rows[0])
+        if acc.num_pending >= _FLUSH_ROWS:
             self._flush(acc)
         return acc
 
@@ -230,6 +238,40 @@ class NECombiner(SumsCombiner):
         n, pos, ll = sums
         h = M.binary_entropy(pos / n)
         return {self._keys[0].name: (ll / n) / h if h > 0 else float("nan")}
+
+
+class CountCombiner(SumsCombiner):
+    """Rows (values of the prediction output): TFMA's unweighted example_count, counted
+    per row instead of per ``add_input``."""
+
+    num_columns = 1
+    size = 1
+
+    def _rows(self, element):
+        return [self._reader.prediction(element).reshape(-1)]
+
+    def _reduce(self, columns):
+        return np.array([columns[0].size])
+
+    def _finish(self, sums):
+        return {self._keys[0].name: float(sums[0])}
+
+
+class BCECombiner(SumsCombiner):
+    """``mean_rows -(y log p + (1 - y) log(1 - p))``, unclipped: TFMA's
+    BinaryCrossEntropy (from_logits False, no label smoothing), averaged over rows
+    instead of over ``add_input`` calls."""
+
+    size = 2  # n, sum of the row losses
+
+    def _reduce(self, columns):
+        y, p = columns
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = -np.multiply(y, np.log(p)) - np.multiply(1 - y, np.log(1 - p))
+        return np.array([y.size, loss.sum()])
+
+    def _finish(self, sums):
+        return {self._keys[0].name: float(sums[1] / sums[0])}
 
 
 class RMSECombiner(SumsCombiner):
@@ -290,9 +332,13 @@ class ObservedECSCombiner(beam.CombineFn):
     def add_input(self, acc, element):
         items, w = flat_rows(self._reader.feature(element, self._item_key),
                              self._reader.label(element))
-        for i, x in zip(items, w):
-            i = hashable_id(i)
-            acc[i] = acc.get(i, 0.0) + float(x)
+        if items.size == 1:
+            i = hashable_id(items[0])
+            acc[i] = acc.get(i, 0.0) + float(w[0])
+            return acc
+        uniq, inverse = np.unique(items, return_inverse=True)  # one dict update per item
+        for i, x in zip(uniq.tolist(), np.bincount(inverse.reshape(-1), weights=w).tolist()):
+            acc[i] = acc.get(i, 0.0) + x
         return acc
 
     def merge_accumulators(self, accumulators):

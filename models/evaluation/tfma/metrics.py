@@ -21,6 +21,8 @@ UserNDCG           same four keys (users with IDCG = 0 are skipped)         rows
 ModelECS           ``{name}``, ``{name}_rows_sampled_out``                  rows by user*
 ObservedECS        ``{name}``                                               sum per item
 NormalizedEntropy  ``{name}``                                               3 sums
+RowCount           ``{name}`` ("example_count")                             1 sum
+RowBinaryCrossEntropy ``{name}`` ("binary_crossentropy")                    2 sums
 RMSE               ``{name}``                                               2 sums
 QuantileCoverage   ``{name}`` (mean coverage error), ``pinball_loss``,      N+2 sums
                    ``quantile_coverage@{tau:.4f}`` per level
@@ -165,6 +167,22 @@ def _ne_computations(name="normalized_entropy", prediction_output=None, label_ke
     return _computations(
         name, [], [label_key],
         lambda keys: C.NECombiner(keys, Reader(keys[0], prediction_output, label_key)),
+        model_names, output_names, example_weighted)
+
+
+def _count_computations(name="example_count", prediction_output=None, model_names=None,
+                        output_names=None, example_weighted=False):
+    return _computations(
+        name, [], [],
+        lambda keys: C.CountCombiner(keys, Reader(keys[0], prediction_output, None)),
+        model_names, output_names, example_weighted)
+
+
+def _bce_computations(name="binary_crossentropy", prediction_output=None, label_key=None,
+                      model_names=None, output_names=None, example_weighted=False):
+    return _computations(
+        name, [], [label_key],
+        lambda keys: C.BCECombiner(keys, Reader(keys[0], prediction_output, label_key)),
         model_names, output_names, example_weighted)
 
 
@@ -328,6 +346,26 @@ class NormalizedEntropy(metric_types.Metric):
                          label_key=label_key)
 
 
+class RowCount(metric_types.Metric):
+    """Rows (values of the output) in the slice: TFMA's unweighted ``ExampleCount``
+    (``example_count``), counted per row, so it is right on per-slice batches
+    (`models.evaluation.tfma.extractors`). Config: ``name``, ``prediction_output``."""
+
+    def __init__(self, name: str = "example_count", prediction_output: Optional[str] = None):
+        super().__init__(_count_computations, name=name, prediction_output=prediction_output)
+
+
+class RowBinaryCrossEntropy(metric_types.Metric):
+    """``mean -(y log p + (1 - y) log(1 - p))`` over rows, unclipped: TFMA's
+    ``BinaryCrossEntropy`` (``binary_crossentropy``) averaged per row, so it is right on
+    per-slice batches. Config: ``name``, ``prediction_output``, ``label_key``."""
+
+    def __init__(self, name: str = "binary_crossentropy", prediction_output: Optional[str] = None,
+                 label_key: Optional[str] = None):
+        super().__init__(_bce_computations, name=name, prediction_output=prediction_output,
+                         label_key=label_key)
+
+
 class RMSE(metric_types.Metric):
     """sqrt(mean (y - y_hat)^2) of expected watch time (`models.evaluation.metrics.rmse`).
     Config: ``name`` ("rmse"), ``prediction_output``, ``label_key``."""
@@ -358,4 +396,4 @@ class QuantileCoverage(metric_types.Metric):
 
 
 CUSTOM_METRICS = ("XAUC", "XGAUC", "GroupAUC", "RequestGAUC", "UserNDCG", "ModelECS", "ObservedECS",
-                  "NormalizedEntropy", "RMSE", "QuantileCoverage")
+                  "NormalizedEntropy", "RMSE", "QuantileCoverage", "RowCount", "RowBinaryCrossEntropy")

@@ -44,6 +44,7 @@ from tensorflow_model_analysis.metrics import metric_types
 from models.evaluation.tfma.inputs import Reader
 
 DEFAULT_MAX_ROWS = 2_000_000
+_CHUNK = 1024  # pending inputs joined into one array per column this often
 
 _U = np.uint64
 
@@ -77,36 +78,54 @@ def stable_hash(values: np.ndarray, seed: int) -> np.ndarray:
 
 
 class Rows:
-    """Accumulator: kept rows as column arrays plus rows still being appended.
+    """Accumulator: kept rows as column arrays plus row batches still being appended.
 
     ``threshold``: None while nothing was sampled out, else only groups with hash <=
     threshold are kept (-1 keeps none). ``sampled_out`` counts rows left out.
     """
 
-    __slots__ = ("columns", "pending", "threshold", "sampled_out")
+    __slots__ = ("columns", "chunks", "pending", "num_pending", "threshold", "sampled_out")
 
     def __init__(self, num_columns: int):
         self.columns: Optional[List[np.ndarray]] = None
-        self.pending: List[list] = [[] for _ in range(num_columns)]
+        self.chunks: List[List[np.ndarray]] = [[] for _ in range(num_columns)]
+        self.pending: List[List[np.ndarray]] = [[] for _ in range(num_columns)]
+        self.num_pending = 0  # rows in chunks and pending
         self.threshold: Optional[int] = None
         self.sampled_out = 0
 
     def __getstate__(self):
-        return (self.columns, self.pending, self.threshold, self.sampled_out)
+        return (len(self.pending), self.flush(), self.threshold, self.sampled_out)
 
     def __setstate__(self, state):
-        self.columns, self.pending, self.threshold, self.sampled_out = state
+        num_columns, self.columns, self.threshold, self.sampled_out = state
+        self.chunks = [[] for _ in range(num_columns)]
+        self.pending = [[] for _ in range(num_columns)]
+        self.num_pending = 0
 
     def size(self) -> int:
         kept = 0 if self.columns is None else self.columns[0].size
-        return kept + len(self.pending[0])
+        return kept + self.num_pending
+
+    def append(self, rows: Sequence[np.ndarray]) -> None:
+        """Appends one input's rows (an example or a batch); every ``_CHUNK`` inputs
+        are joined into one array per column, so per-example inputs stay compact."""
+        for p, r in zip(self.pending, rows):
+            p.append(r)
+        self.num_pending += len(rows[0])
+        if len(self.pending[0]) >= _CHUNK:
+            for c, p in zip(self.chunks, self.pending):
+                c.append(np.concatenate(p))
+            self.pending = [[] for _ in self.pending]
 
     def flush(self) -> List[np.ndarray]:
-        if self.pending[0]:
-            new = [np.asarray(p) for p in self.pending]
+        if self.num_pending:
+            new = [np.concatenate(c + p) for c, p in zip(self.chunks, self.pending)]
             self.columns = new if self.columns is None else [
                 np.concatenate([c, n]) for c, n in zip(self.columns, new)]
+            self.chunks = [[] for _ in self.chunks]
             self.pending = [[] for _ in self.pending]
+            self.num_pending = 0
         return self.columns
 
 
@@ -175,8 +194,7 @@ class RowsCombiner(beam.CombineFn):
             keep = self._group_hash(rows) <= acc.threshold
             acc.sampled_out += int((~keep).sum())
             rows = [r[keep] for r in rows]
-        for p, r in zip(acc.pending, rows):
-            p.extend(r.tolist())
+        acc.append(rows)
         if acc.size() > 2 * self._max_rows:  # hysteresis: shrink to max_rows, rarely
             self._shrink(acc)
         return acc

@@ -9,9 +9,12 @@ class with the config. Example (what :func:`metrics_specs` builds)::
                       config=json.dumps({"name": "ndcg_watch@10", "k": 10,
                                          "label_key": "watch_time_s"}))
 
-Calibration (mean prediction / mean label), AUC, MAE, example count and binary cross
-entropy are TFMA built-ins with the same definitions as `models.evaluation.metrics`;
-:func:`metrics_specs` adds them.
+Calibration (mean prediction / mean label), AUC and MAE are TFMA built-ins with the
+same definitions as `models.evaluation.metrics`; :func:`metrics_specs` adds them. So are
+the example count and the binary cross entropy, unless ``batched``: then they are ours
+(``RowCount``, ``RowBinaryCrossEntropy``: TFMA's definitions counted per row), as
+TFMA's count and average per ``add_input`` and per-slice batches
+(`models.evaluation.tfma.extractors`) put many rows in one input.
 
 TFMA 0.47 details relied on: a ``class_name`` that TFMA registers itself (``NDCG``,
 ``Calibration``, ...) resolves to the built-in even when ``module`` is set, so our
@@ -55,11 +58,11 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
                   ndcg_k: Sequence[int] = (10,), ecs_k: int = 10,
                   max_rows: int = DEFAULT_MAX_ROWS,
                   thresholds: Optional[Mapping[str, tfma.MetricThreshold]] = None,
-                  ) -> List[tfma.MetricsSpec]:
+                  batched: bool = False) -> List[tfma.MetricsSpec]:
     """The model-analysis metrics, one MetricsSpec per model output.
 
-    - ``click_output``: example_count, auc, calibration, binary_crossentropy (TFMA's
-      native BinaryCrossEntropy), mean_prediction, mean_label, normalized_entropy,
+    - ``click_output``: example_count, auc, calibration, binary_crossentropy,
+      mean_prediction, mean_label, normalized_entropy,
       gauc (+ users used/skipped), request_gauc (GAUC over a user's impressions within
       ``request_window_s`` seconds by the ``request_time_key`` feature; None = skipped).
     - ``watch_output``: mean_absolute_error, rmse, mean_prediction, mean_label, xauc,
@@ -73,6 +76,9 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
     ``thresholds`` maps a metric name (the key, e.g. "auc", "xauc",
     "mean_absolute_error") to a ``tfma.MetricThreshold`` on the overall slice. A name
     that is not among the metrics raises ``ValueError``.
+
+    ``batched``: every metric is right on per-slice batches of rows (the Evaluator's
+    `models.evaluation.tfma.extractors.custom_extractors`); same keys and values.
     """
     thresholds = dict(thresholds or {})
     names = set()
@@ -86,7 +92,8 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
         return metric_config(class_name, thresholds.get(name), **config)
 
     ranking = ranking_output or watch_output
-    click = [cfg("ExampleCount"), cfg("AUC"), cfg("Calibration"), cfg("BinaryCrossEntropy"),
+    count, bce = ("RowCount", "RowBinaryCrossEntropy") if batched else ("ExampleCount", "BinaryCrossEntropy")
+    click = [cfg(count), cfg("AUC"), cfg("Calibration"), cfg(bce),
              cfg("MeanPrediction"), cfg("MeanLabel"), cfg("NormalizedEntropy"),
              cfg("GroupAUC", user_key=user_key, max_rows=max_rows)]
     if request_time_key:
