@@ -45,16 +45,13 @@ bench/results/freshness_tuning.json), BENCH_WORK (/tmp/bench_freshness), BENCH_O
 (bench/results/freshness.json). `python -m bench.bench_freshness --plot [json]` redraws the PNG.
 """
 import os
+import json
+import sys
+import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench import bench_rankers as br  # noqa: E402
+from bench import bench_rankers as br
 
 ROOT = br.ROOT
 
@@ -72,7 +69,6 @@ def _batches(x, n=4096):
     size = len(next(iter(x.values())))
     for i in range(0, size, n):
         yield {k: v[i:i + n] for k, v in x.items()}
-
 
 from bench.freshness_policies import (DENSE_INDEX_BYTES, Layout, Policy, make_policies,  # noqa: E402,F401
                                      score, snapshot, summarize)

@@ -19,15 +19,12 @@ request k), the ModelReport path, and the run's wall time. Train/eval days follo
 pipeline/configs/ (the last EVAL_LAST_N_DAYS days are eval), as in `make run`.
 """
 import os
-
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
-import argparse  # noqa: E402
-import glob  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import argparse
+import glob
+import json
+import math
+import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RANKERS = "xdeepfm,din,bst"

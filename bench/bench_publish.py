@@ -30,17 +30,14 @@ BENCH_MAX_EVAL_ROWS (all; caps the validation day too), BENCH_FRACTIONS
 (1000: the paired ratio then resolves ~0.5 %), BENCH_WORK (/tmp/bench_publish), BENCH_OUT (bench/results/publish.json).
 """
 import os
+import json
+import sys
+import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench import bench_rankers as br  # noqa: E402
-from bench.serving_latency import interleaved_latency_ms, paired_ratio  # noqa: E402
+from bench import bench_rankers as br
+from bench.serving_latency import interleaved_latency_ms, paired_ratio
 
 ROOT = br.ROOT
 SERVING_OPS = ("ResourceGather", "Cast", "Mul", "AddV2", "StridedSlice", "Identity")  # the lookups' ops

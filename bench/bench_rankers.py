@@ -49,19 +49,16 @@ days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS
 and no latency, e.g. for a LOG_SIGNALS subset scored with a Transform output of more signals).
 """
 import os
+import glob
+import json
+import sys
+import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
 
-import glob  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from bench.ranker_data import (add_history_scenes, load_splits, run_example_gen_and_transform,  # noqa: E402
+from bench.ranker_data import (add_history_scenes, load_splits, run_example_gen_and_transform,
                                serve_latency_record)
-from components.log_example_gen.time_split import parse_days  # noqa: E402
+from components.log_example_gen.time_split import parse_days
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_LOGS = os.path.join(os.path.dirname(ROOT), "shared", "data", "kuairand-pure")

@@ -69,24 +69,20 @@ LOG_SIGNALS (models/features.py: the leakage-free signals as model inputs, recor
 ``log_signals``; use a BENCH_WORK per setting, the cached Transform does not key on it).
 """
 import os
+import glob
+import json
+import sys
+import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
 
-import glob  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+from components.log_example_gen.time_split import parse_days
 
-import numpy as np  # noqa: E402
-
-from components.log_example_gen.time_split import parse_days  # noqa: E402
-
-from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,  # noqa: E402
+from bench.bench_rankers import (DEFAULT_LOGS, ROOT, load_splits,
                                  run_example_gen_and_transform)
-from bench.watchtime_methods import candidate_thresholds, train_and_predict  # noqa: E402
-# click_pair_split: re-exported for bench/gbdt_reference.py
-from bench.watchtime_metrics import click_pair_split, point_metrics  # noqa: E402,F401
-from bench.watchtime_variants import expand_methods  # noqa: E402
+from bench.watchtime_methods import candidate_thresholds, train_and_predict
+from bench.watchtime_metrics import point_metrics
+from bench.watchtime_variants import expand_methods
 
 METHODS = ("marginal", "regression", "wlr", "cread_equal_frequency", "cread_equal_width", "cread_ead", "cqe",
            "d2q", "cqe_shared", "cqe_tower_seconds", "cqe_sum", "cqe_d2q", "cread_sweep",

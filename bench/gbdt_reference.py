@@ -37,10 +37,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.bench_watchtime import click_pair_split  # noqa: E402
+from bench.watchtime_metrics import click_pair_split  # noqa: E402
 from models import features as F  # noqa: E402
 
 CATEGORICAL = ["tab", "hour", "user_active_degree", "video_type", "upload_type"] + [f"onehot_feat{i}" for i in range(18)]

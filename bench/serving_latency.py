@@ -119,7 +119,6 @@ def main(argv=None) -> int:
     p.add_argument("--history-length", type=int, required=True)
     p.add_argument("--signature", default="serving_default")
     args = p.parse_args(argv)
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from pipeline import configs
     from serving.config import ServingConfig

@@ -161,7 +161,6 @@ def main(argv=None) -> int:
         os.environ["MODEL_TYPE"] = args.model_type
     if args.watch_head:
         os.environ["WATCH_HEAD"] = args.watch_head
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     log_path = os.path.join(os.path.abspath(args.out), "make_run.log")

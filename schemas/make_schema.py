@@ -9,13 +9,11 @@ history gaps, and the fixed history length L.
 import os
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform.tf_metadata import schema_utils
+from google.protobuf import text_format
 
-from tensorflow_metadata.proto.v0 import schema_pb2  # noqa: E402
-from tensorflow_transform.tf_metadata import schema_utils  # noqa: E402
-from google.protobuf import text_format  # noqa: E402
-
-from models import features as F  # noqa: E402
+from models import features as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

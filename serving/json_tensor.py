@@ -24,16 +24,15 @@ TF Serving prints, strings as UTF-8 text or ``{"b64": ...}`` (always for outputs
 """
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # DESIGN.md: Keras 2 only
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import base64  # noqa: E402
-import binascii  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
+import base64
+import binascii
+import json
+import math
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 
 class JsonTensorError(ValueError):

@@ -19,23 +19,22 @@ classifier.cc`` / ``regressor.cc``); otherwise 400 with TF Serving's message.
 """
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # DESIGN.md: Keras 2 only
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import logging  # noqa: E402
-import re  # noqa: E402
-import time  # noqa: E402
-from http import HTTPStatus  # noqa: E402
-from typing import Optional, Tuple  # noqa: E402
-from urllib.parse import unquote  # noqa: E402
+import logging
+import re
+import time
+from http import HTTPStatus
+from typing import Optional, Tuple
+from urllib.parse import unquote
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from serving.errors import JsonReply, RawReply, RequestError  # noqa: E402,F401  (re-exported)
-from serving.examples_api import classify_or_regress  # noqa: E402
-from serving.model_manager import (LabelError, ModelManager, ServableError,  # noqa: E402
+from serving.errors import JsonReply, RawReply, RequestError  # noqa: F401  (re-exported)
+from serving.examples_api import classify_or_regress
+from serving.model_manager import (LabelError, ModelManager, ServableError,
                                    ServableUnavailableError, ServedVersion)
-from serving.predict_codec import (encode_predict_response,  # noqa: E402,F401
+from serving.predict_codec import (encode_predict_response,  # noqa: F401
                                    format_predict_response, parse_predict_request)
 
 log = logging.getLogger(__name__)

@@ -16,18 +16,17 @@ milliseconds, which would otherwise land on the first user request after a swap.
 """
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # DESIGN.md: Keras 2 only
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import logging  # noqa: E402
-import re  # noqa: E402
-from typing import Dict, List, Optional  # noqa: E402
+import logging
+import re
+from typing import Dict, List, Optional
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tensorflow.python.eager import context  # noqa: E402
-from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction  # noqa: E402
-from tensorflow.python.framework.ops import EagerTensor  # noqa: E402
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.eager import context
+from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+from tensorflow.python.framework.ops import EagerTensor
 
 log = logging.getLogger(__name__)
 

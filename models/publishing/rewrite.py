@@ -39,17 +39,15 @@ Example:
 import os
 from typing import Dict, List, Optional
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from models import features as F  # noqa: E402
-from models.publishing import allocation, pruning, quantization  # noqa: E402
-from models.publishing.config import PublishConfig  # noqa: E402
-from models.publishing.published_table import PublishedTable, Remap  # noqa: E402
-from models.publishing.table_batch import BatchEntry, TableBatch  # noqa: E402
-from models.publishing.row_importance import embedding_tables, feature_layer, table_feature  # noqa: E402
+from models import features as F
+from models.publishing import allocation, pruning, quantization
+from models.publishing.config import PublishConfig
+from models.publishing.published_table import PublishedTable, Remap
+from models.publishing.table_batch import BatchEntry, TableBatch
+from models.publishing.row_importance import embedding_tables, feature_layer, table_feature
 
 
 def load_trained_model(saved_model_dir: str):

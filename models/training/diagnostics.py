@@ -31,15 +31,13 @@ scalars use the same step), so `tensorboard --logdir` shows them side by side.
 """
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
-
-from models.heads import CREAD_LOGITS_OUTPUT, QUANTILES_OUTPUT  # noqa: E402
-from models.layers.target_attention import TargetAttention  # noqa: E402
-from models.layers.transformer import TransformerEncoderBlock  # noqa: E402
+from models.heads import CREAD_LOGITS_OUTPUT, QUANTILES_OUTPUT
+from models.layers.target_attention import TargetAttention
+from models.layers.transformer import TransformerEncoderBlock
 
 ATTENTION_LAYERS = (TargetAttention, TransformerEncoderBlock)
 SPREAD_LEVELS = (0.1, 0.9)

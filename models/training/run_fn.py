@@ -24,27 +24,24 @@ history.json's "warm_start" holds the loss of the first training batch before
 transform graph in input_fn (models/training/input.py).
 """
 import os
+import json
+import shutil
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import tensorflow as tf
+from absl import logging
+import tf_keras as keras
 
-import json  # noqa: E402
-import shutil  # noqa: E402
-
-import tensorflow as tf  # noqa: E402
-from absl import logging  # noqa: E402
-import tf_keras as keras  # noqa: E402
-
-from models.heads import CLICK_OUTPUT  # noqa: E402
-from models.publishing import row_importance  # noqa: E402
-from models.rankers.registry import build_ranker, check_model_type  # noqa: E402
-from models.training import determinism  # noqa: E402
-from models.training import diagnostics as training_diagnostics  # noqa: E402
-from models.training import strategies  # noqa: E402
-from models.training import warm_start  # noqa: E402
-from models.training.config import TrainerConfig  # noqa: E402
-from models.training.export import export_serving_model  # noqa: E402
-from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes  # noqa: E402
-from models.watch_time import ead_analyzer  # noqa: E402
+from models.heads import CLICK_OUTPUT
+from models.publishing import row_importance
+from models.rankers.registry import build_ranker, check_model_type
+from models.training import determinism
+from models.training import diagnostics as training_diagnostics
+from models.training import strategies
+from models.training import warm_start
+from models.training.config import TrainerConfig
+from models.training.export import export_serving_model
+from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes
+from models.watch_time import ead_analyzer
 
 
 def ead_thresholds_from_transform_output(tf_transform_output) -> list:

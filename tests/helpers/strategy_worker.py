@@ -12,7 +12,6 @@ import os
 import socket
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 L = 5
