@@ -28,6 +28,10 @@ min(2, keep_versions) versions, labels canary = newest, stable = the one before)
 ``serving_base``, each parsed with the TF Serving protos first; ``container_base`` is
 where that parent is mounted in the TF Serving container (models.config's base_path).
 
+A blessed model the newest version was already published from (a rerun on unchanged
+inputs: the Trainer cached, blessed against itself) is not published again: decision
+"already serving", ``pushed`` 1 with that version's destination (components/publisher/sources.py).
+
 Outputs: ``pushed_model``, a standard PushedModel (custom properties ``pushed`` 0/1,
 ``pushed_destination``, ``pushed_version``, as the stock Pusher's, so lineage and
 LatestBlessedModel-style resolvers keep working), and ``publish_report``
@@ -42,7 +46,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
 from components.publisher import publish as publish_lib
-from components.publisher import serving_files, versioning
+from components.publisher import serving_files, sources, versioning
 from components.publisher.artifacts import PublishReport
 from models.publishing.config import PublishConfig
 
@@ -70,9 +74,14 @@ def Publisher(  # pylint: disable=invalid-name
 
     config = PublishConfig.from_json_dict(json.loads(config_json))
     blessed = bool(model_blessing.get_int_custom_property("blessed"))
+    already = sources.serving_version_of(serving_base, model.uri) if blessed else None
     if not blessed:
         report = {"decision": "not published", "reason": "the Evaluator did not bless the model",
                   "version": None, "served_versions": []}
+    elif already is not None:  # a cached model blessed again (sources.py): it already serves
+        report = {"decision": "already serving", "version": already,
+                  "path": os.path.join(serving_base, str(already)),
+                  "reason": f"the newest version {already} was published from this model ({model.uri})"}
     else:
         files = sorted(tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{eval_split}", "*")))
         tune_files = sorted(tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{tune_split}", "*")))
@@ -80,6 +89,8 @@ def Publisher(  # pylint: disable=invalid-name
             trained_model_dir=path_utils.serving_model_path(model.uri), model_artifact_dir=model.uri,
             transform_graph_dir=transform_graph.uri, eval_files=files, serving_base=serving_base,
             model_name=model_name, config=config, tune_files=tune_files or None)
+        if report["decision"] == "published":
+            sources.record_source(serving_base, int(report["version"]), model.uri)
     versions = versioning.list_versions(serving_base)
     if batching_json and versions:  # TF Serving's files follow the versions on disk
         report["serving_files"] = serving_files.write_serving_files(
@@ -89,7 +100,7 @@ def Publisher(  # pylint: disable=invalid-name
     publish_report.set_string_custom_property("report_json", path)
     publish_report.set_string_custom_property("decision", report["decision"])
     publish_report.set_string_custom_property("kind", str(report.get("kind", "")))  # "full" | "delta" (#14)
-    pushed = report["decision"] == "published"
+    pushed = report["decision"] in ("published", "already serving")  # the model is at pushed_destination
     pushed_model.set_int_custom_property("pushed", int(pushed))
     if pushed:
         pushed_model.set_string_custom_property("pushed_destination", report["path"])
