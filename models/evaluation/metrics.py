@@ -18,6 +18,8 @@ from typing import Dict
 
 import numpy as np
 
+from models.evaluation import grouped as G
+
 
 def _1d(x, name, dtype=np.float64) -> np.ndarray:
     a = np.asarray(x, dtype=dtype).reshape(-1)
@@ -93,6 +95,14 @@ def xauc(y_true, y_pred) -> float:
     """
     y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
     _same_len(y, p)
+    num, denom = _xauc_num_den(y, p)
+    if denom == 0:
+        return float("nan")
+    return float(num / denom)
+
+
+def _xauc_num_den(y: np.ndarray, p: np.ndarray):
+    """(half-tie weighted concordant pairs, pairs with y_i < y_j) of :func:`xauc`."""
     n = y.size
     order = np.lexsort((p, y))
     ys, ps = y[order], p[order]
@@ -101,10 +111,7 @@ def xauc(y_true, y_pred) -> float:
     s = total - count_strict_inversions(ps) - 0.5 * ties_p
     y_groups = _pairs(np.unique(ys, return_counts=True)[1])
     yp_ties = _pairs(np.unique(np.stack([ys, ps], 1), axis=0, return_counts=True)[1])
-    denom = total - y_groups
-    if denom == 0:
-        return float("nan")
-    return float((s - (y_groups - 0.5 * yp_ties)) / denom)
+    return s - (y_groups - 0.5 * yp_ties), total - y_groups
 
 
 def _mid_ranks(x: np.ndarray) -> np.ndarray:
@@ -182,17 +189,6 @@ def logloss(labels, probs, eps: float = 1e-7) -> float:
 # checked against brute force in tests/test_metrics.py.
 
 
-def _groups(user_ids):
-    """(order, boundaries): ``order`` sorts rows by user; users are ``order[b[i]:b[i+1]]``."""
-    u = np.asarray(user_ids).reshape(-1)
-    if u.size == 0:
-        raise ValueError("user_ids is empty")
-    uid = np.unique(u, return_inverse=True)[1].reshape(-1)
-    order = np.argsort(uid, kind="stable")
-    bounds = np.flatnonzero(np.diff(uid[order])) + 1
-    return order, np.concatenate([[0], bounds, [u.size]])
-
-
 def xgauc(user_ids, y_true, y_pred) -> Dict[str, float]:
     """Group XAUC: ``sum_u w_u XAUC_u / sum_u w_u`` with ``w_u`` = impressions of u.
 
@@ -202,20 +198,25 @@ def xgauc(user_ids, y_true, y_pred) -> Dict[str, float]:
     ``num_impressions_used``.
     """
     y, p = _1d(y_true, "y_true"), _1d(y_pred, "y_pred")
-    _same_len(np.asarray(user_ids).reshape(-1), y, p)
-    order, b = _groups(user_ids)
-    num = den = 0.0
-    used = skipped = 0
-    for s, e in zip(b[:-1], b[1:]):
-        rows = order[s:e]
-        if np.unique(y[rows]).size < 2:
-            skipped += 1
-            continue
-        used += 1
-        num += (e - s) * xauc(y[rows], p[rows])
-        den += e - s
-    return {"xgauc": num / den if den > 0 else float("nan"), "num_users_used": used,
-            "num_users_skipped": skipped, "num_impressions_used": int(den)}
+    uid, num_users = _user_index(user_ids, y, p)
+    num, den = G.xauc_counts_by_user(uid, y, p, num_users, _xauc_num_den)
+    ok = den > 0  # a user with one label value has no pair with different labels
+    w = np.where(ok, np.bincount(uid, minlength=num_users), 0)
+    xauc_u = np.where(ok, num / np.where(ok, den, 1.0), 0.0)
+    used = int(w.sum())
+    return {"xgauc": float(np.sum(w * xauc_u) / used) if used else float("nan"),
+            "num_users_used": int(ok.sum()), "num_users_skipped": int((~ok).sum()),
+            "num_impressions_used": used}
+
+
+def _user_index(user_ids, *arrays):
+    """(dense user index per row, number of users); checks equal lengths."""
+    u = np.asarray(user_ids).reshape(-1)
+    _same_len(u, *arrays)
+    if u.size == 0:
+        raise ValueError("user_ids is empty")
+    uniq, uid = np.unique(u, return_inverse=True)
+    return uid.reshape(-1), uniq.size
 
 
 def _rank_discount(n: int, k: int, discount: str) -> np.ndarray:
@@ -268,19 +269,12 @@ def ndcg_at_k(user_ids, gains, scores, k: int = 10) -> Dict[str, float]:
     _same_len(np.asarray(user_ids).reshape(-1), g, s)
     if np.any(g < 0):
         raise ValueError("gains must be >= 0")
-    order, b = _groups(user_ids)
-    vals = []
-    skipped = 0
-    for st, e in zip(b[:-1], b[1:]):
-        rows = order[st:e]
-        gu = g[rows]
-        idcg = float(np.sum(np.sort(gu)[::-1] * _rank_discount(gu.size, k, "log2")))
-        if idcg <= 0:
-            skipped += 1
-            continue
-        vals.append(float(np.sum(gu * tie_averaged_discounts(s[rows], k))) / idcg)
-    return {"ndcg": float(np.mean(vals)) if vals else float("nan"),
-            "num_users_used": len(vals), "num_users_skipped": skipped}
+    uid, num_users = _user_index(user_ids, g, s)
+    idcg = G.ideal_dcg_by_user(uid, g, k, num_users)
+    dcg = np.bincount(uid, weights=g * G.tie_averaged_discounts_by_user(uid, s, k), minlength=num_users)
+    ok = idcg > 0
+    return {"ndcg": float(np.mean(dcg[ok] / idcg[ok])) if ok.any() else float("nan"),
+            "num_users_used": int(ok.sum()), "num_users_skipped": int((~ok).sum())}
 
 
 def ecs(item_ids, weights) -> float:
@@ -308,13 +302,9 @@ def ranking_exposure(user_ids, scores, k: int = 10, discount: str = "log2") -> n
     """Exposure each impression gets when every user's rows are ranked by ``scores``:
     the tie-averaged rank discount (``1/log2(rank+1)`` or 1 up to rank k, 0 beyond)."""
     s = _1d(scores, "scores")
-    _same_len(np.asarray(user_ids).reshape(-1), s)
-    order, b = _groups(user_ids)
-    out = np.empty(s.size)
-    for st, e in zip(b[:-1], b[1:]):
-        rows = order[st:e]
-        out[rows] = tie_averaged_discounts(s[rows], k, discount)
-    return out
+    uid, _ = _user_index(user_ids, s)
+    G.rank_discount_table(1, k, discount)  # validates k and discount
+    return G.tie_averaged_discounts_by_user(uid, s, k, discount)
 
 
 def model_ecs(user_ids, item_ids, scores, k: int = 10, discount: str = "log2") -> float:

@@ -116,10 +116,13 @@ class _SliceBatchesFn(beam.DoFn):
         n = _batch_size(extracts)
         base = {k: extracts[k] for k in _KEPT if k in extracts}
         features = extracts.get(constants.FEATURES_KEY) or {}
+        seen = set()  # a slice key two specs produce holds the same rows: once, as TFMA dedups
         for spec, single in zip(self._specs, self._single):
             keys = list(spec.feature_keys) + sorted(spec.feature_values)
             if not keys:
-                yield self._emit(base, np.arange(n), n, ())
+                if () not in seen:
+                    seen.add(())
+                    yield self._emit(base, np.arange(n), n, ())
                 continue
             cols = [_single_values(features, k, n) for k in keys]
             codes = []  # per column: index of each row's value among the column's distinct values
@@ -134,7 +137,9 @@ class _SliceBatchesFn(beam.DoFn):
                 first = rows[0]
                 one = {k: c[first:first + 1] for k, c in zip(keys, cols)}  # TFMA builds the key
                 for slice_key in slicer.get_slices_for_features_dicts([], one, [single]):
-                    yield self._emit(base, rows, n, slice_key)
+                    if slice_key not in seen:
+                        seen.add(slice_key)
+                        yield self._emit(base, rows, n, slice_key)
 
     @staticmethod
     def _emit(base, idx, n, slice_key):
