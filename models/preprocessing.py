@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from models import features as F
+from models import fused_vocabulary
 from models.transform_config import TransformConfig
 from models.watch_time import ead_analyzer
 
@@ -54,7 +55,7 @@ def _flat(x):
     return tf.reshape(x, [-1])
 
 
-def _vocab_ids(x, vocab, num_oov_buckets, vocab_name):
+def _vocab_ids(x, vocab, num_oov_buckets, vocab_size):
     """vocab_index(x) + 1 (module docstring). With one OOV bucket every OOV value gets
     index vocab_size + 1, which the lookup's default value gives without the per-value
     hash (AsString + hash) an OOV-bucket table computes for every key, known or not:
@@ -63,8 +64,7 @@ def _vocab_ids(x, vocab, num_oov_buckets, vocab_name):
     if num_oov_buckets != 1:
         return tft.apply_vocabulary(x, vocab, num_oov_buckets=num_oov_buckets) + 1
     ids = tft.apply_vocabulary(x, vocab, default_value=-1)
-    size = tf.cast(tft.experimental.get_vocabulary_size_by_name(vocab_name), ids.dtype)
-    return tf.where(ids < 0, size, ids) + 1
+    return tf.where(ids < 0, tf.cast(vocab_size, ids.dtype), ids) + 1
 
 
 def preprocessing_fn(inputs, custom_config):
@@ -74,8 +74,6 @@ def preprocessing_fn(inputs, custom_config):
     config = TransformConfig.from_custom_config(custom_config)
     out = {}
     oov = config.oov_buckets
-    # tft.vocabulary warns once per call that a threshold <= 1 is a no-op: pass none then
-    frequency_threshold = config.vocab_frequency_threshold if config.vocab_frequency_threshold > 1 else None
 
     hist_len = tf.cast(inputs[F.HISTORY_LEN_FEATURE], tf.int64)
     hist_width = tf.shape(inputs["hist_video_id"])[1]
@@ -85,18 +83,20 @@ def preprocessing_fn(inputs, custom_config):
     out[F.transformed_name(F.HISTORY_LEN_FEATURE)] = tf.cast(hist_len, tf.float32)
 
     shared_targets = {target: hist for hist, target in F.ID_SHARED_VOCAB.items()}
-    for key in F.ID_FEATURES + F.STRING_FEATURES:
-        x = inputs[key]
-        values = _flat(x)
+    vocab_keys = F.ID_FEATURES + F.STRING_FEATURES
+    vocab_values = []
+    for key in vocab_keys:
+        values = _flat(inputs[key])
         if key in shared_targets:
-            hist = inputs[shared_targets[key]]
-            values = tf.concat([values, tf.boolean_mask(hist, hist_mask)], axis=0)
-        vocab = tft.vocabulary(values, vocab_filename=F.vocab_name(key),
-                               frequency_threshold=frequency_threshold)
-        out[F.transformed_name(key)] = _vocab_ids(x, vocab, oov, F.vocab_name(key))
+            values = tf.concat([values, tf.boolean_mask(inputs[shared_targets[key]], hist_mask)], axis=0)
+        vocab_values.append(values)
+    vocabs, sizes = fused_vocabulary.fused_vocabularies(
+        vocab_values, [F.vocab_name(k) for k in vocab_keys], config.vocab_frequency_threshold)
+    for i, key in enumerate(vocab_keys):
+        out[F.transformed_name(key)] = _vocab_ids(inputs[key], vocabs[i], oov, sizes[i])
         if key in shared_targets:
             hist_key = shared_targets[key]
-            hist_ids = _vocab_ids(inputs[hist_key], vocab, oov, F.vocab_name(key))
+            hist_ids = _vocab_ids(inputs[hist_key], vocabs[i], oov, sizes[i])
             out[F.transformed_name(hist_key)] = tf.where(hist_mask, hist_ids, tf.zeros_like(hist_ids))
 
     for key in F.NUMERIC_FEATURES:

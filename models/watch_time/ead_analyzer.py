@@ -1,7 +1,8 @@
 """EAD in TF Transform: the analyzer that learns the thresholds, and THE reader of its asset.
 
 - :func:`ead_thresholds_analyzer` wires the pure EAD search (models/watch_time/ead.py)
-  into TF Transform: the thresholds become constants of the transform graph, and the
+  into TF Transform (one analyzer, one analysis phase): the thresholds become constants
+  of the transform graph, and the
   search report (:class:`ead.EadResult` as JSON) becomes the graph's asset
   ``ASSET_FILENAME``, annotated with the key ``ASSET_KEY``.
 - :func:`read_ead_result` / :func:`ead_asset_path` read that asset back, from a
@@ -20,6 +21,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from models import tft_analyzer
 from models.watch_time import ead
 
 ASSET_FILENAME = "ead_thresholds.json"  # EadResult.to_json(), an asset of the transform graph
@@ -27,57 +29,64 @@ ASSET_KEY = "ead_thresholds"  # tft.annotate_asset key: TFTransformOutput.vocabu
 
 
 # ----------------------------------------------------------------- TF Transform
-def _make_search_ptransform(M, beta, alphas, t_max_quantile):
-    """Beam PTransform: PCollection of (boundaries batch,) -> (thresholds, report json)."""
-    import apache_beam as beam
+def _make_ead_ptransform(M, beta, alphas, num_quantiles, epsilon, t_max_quantile):
+    """Beam PTransform: PCollection of (watch-time batch,) -> (thresholds, report json,
+    path of the report written as ``ASSET_FILENAME`` under the analyzer temp dir).
 
-    alphas = tuple(float(a) for a in alphas)
-
-    def _search(batches):
-        # Every batch carries the same analysed boundaries (an analyzer output);
-        # take the first one.
-        b = np.asarray(batches[0][0], dtype=np.float64).reshape(-1)
-        res = ead.search_thresholds(b, M, beta, alphas, t_max_quantile)
-        yield beam.pvalue.TaggedOutput("thresholds", np.asarray(res.thresholds, np.float32))
-        yield beam.pvalue.TaggedOutput("report", np.array(res.to_json().encode("utf-8"), dtype=object))
-
-    class _EadSearch(beam.PTransform):
-        def expand(self, pcoll):
-            outs = (pcoll
-                    | "First" >> beam.combiners.Sample.FixedSizeGlobally(1)
-                    | "Search" >> beam.FlatMap(_search).with_outputs("thresholds", "report"))
-            return outs.thresholds, outs.report
-
-    return _EadSearch()
-
-
-def _make_asset_ptransform():
-    """Beam PTransform: PCollection of (report batch,) -> path of the report written as
-    ``ASSET_FILENAME`` under the analyzer temp dir. TF Transform copies the file into
-    the transform graph's ``assets/``, so the Trainer reads the very thresholds the
-    graph holds (``TFTransformOutput.vocabulary_file_by_name``)."""
+    The boundaries come from TF Transform's own ``QuantilesCombiner`` with the arguments
+    ``tft.quantiles(x, num_quantiles, epsilon)`` gives it (the same sketch, so the same
+    boundaries), run as one global combine; the search and the write follow in one step.
+    TF Transform copies the file into the transform graph's ``assets/``, so the Trainer
+    reads the very thresholds the graph holds (``TFTransformOutput.vocabulary_file_by_name``)."""
     import apache_beam as beam
     import tensorflow as tf
     import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform import analyzers as tft_analyzers
 
-    class _WriteReport(tft_beam.experimental.PTransformAnalyzer):
+    alphas = tuple(float(a) for a in alphas)
+    combiner = tft_analyzers.QuantilesCombiner(num_quantiles, epsilon, np.float32, has_weights=False,
+                                               output_shape=[1, num_quantiles - 1], feature_shape=[])
+
+    class _Quantiles(beam.CombineFn):
+        def create_accumulator(self):
+            return combiner.create_accumulator()
+
+        def add_input(self, acc, batch):
+            return combiner.add_input(acc, batch)
+
+        def merge_accumulators(self, accs):
+            return combiner.merge_accumulators(accs)
+
+        def compact(self, acc):
+            return combiner.compact(acc)
+
+        def extract_output(self, acc):
+            return combiner.extract_output(acc)[0]
+
+    class _EadAnalyze(tft_beam.experimental.PTransformAnalyzer):
         def expand(self, pcoll):
             base_dir = self.base_temp_dir
 
-            def _write(batches):
-                report = np.asarray(batches[0][0]).reshape(-1)[0]
+            def _search_and_write(boundaries):
+                b = np.asarray(boundaries, dtype=np.float64).reshape(-1)
+                res = ead.search_thresholds(b, M, beta, alphas, t_max_quantile)
+                report = res.to_json().encode("utf-8")
                 out_dir = os.path.join(base_dir, "ead", uuid.uuid4().hex)
                 tf.io.gfile.makedirs(out_dir)
                 path = os.path.join(out_dir, ASSET_FILENAME)
                 with tf.io.gfile.GFile(path, "wb") as f:
-                    f.write(report if isinstance(report, bytes) else str(report).encode("utf-8"))
-                yield np.array(path.encode("utf-8"), dtype=object)
+                    f.write(report)
+                yield beam.pvalue.TaggedOutput("thresholds", np.asarray(res.thresholds, np.float32))
+                yield beam.pvalue.TaggedOutput("report", np.array(report, dtype=object))
+                yield beam.pvalue.TaggedOutput("asset", np.array(path.encode("utf-8"), dtype=object))
 
-            return (pcoll
-                    | "First" >> beam.combiners.Sample.FixedSizeGlobally(1)
-                    | "Write" >> beam.FlatMap(_write))
+            outs = (pcoll
+                    | "Quantiles" >> beam.CombineGlobally(_Quantiles())
+                    | "SearchAndWrite" >> beam.FlatMap(_search_and_write).with_outputs(
+                        "thresholds", "report", "asset"))
+            return outs.thresholds, outs.report, outs.asset
 
-    return _WriteReport()
+    return _EadAnalyze()
 
 
 def ead_thresholds_analyzer(watch_time, M: int, beta: float,
@@ -87,10 +96,13 @@ def ead_thresholds_analyzer(watch_time, M: int, beta: float,
                             asset_key: str = ASSET_KEY):
     """TF Transform analyzer: EAD thresholds of ``watch_time`` as transform-graph constants.
 
-    Two analysis phases: ``tft.quantiles(watch_time, num_quantiles, epsilon)`` gives
-    ``num_quantiles - 1`` boundaries (a constant after analysis); a Beam PTransform
-    (``tft.experimental.ptransform_analyzer``) runs :func:`ead.search_thresholds` on them
-    once. No py_function: the outputs are plain constants in the exported graph.
+    One analyzer in one analysis phase (``tft.experimental.ptransform_analyzer``): the
+    ``num_quantiles - 1`` boundaries ``tft.quantiles(watch_time, num_quantiles, epsilon)``
+    would give (its combiner, see :func:`_make_ead_ptransform`), then
+    :func:`ead.search_thresholds` on them once, then the report's asset. Chaining
+    ``tft.quantiles`` and two analyzers on its output cost two more analysis phases
+    (each a re-trace of ``preprocessing_fn`` and a pass over the data). No py_function:
+    the outputs are plain constants in the exported graph.
 
     Returns ``(thresholds, report)``: float32 ``[M_eff]`` (static shape unknown,
     ``M_eff <= M`` after merging duplicates) and a scalar string with
@@ -112,21 +124,13 @@ def ead_thresholds_analyzer(watch_time, M: int, beta: float,
         epsilon = 1.0 / (10.0 * num_quantiles)  # rank error well below one bucket
     with tf.compat.v1.name_scope(name):
         x = tf.reshape(tf.cast(watch_time, tf.float32), [-1])
-        boundaries = tft.quantiles(x, num_buckets=num_quantiles, epsilon=epsilon)
-        # A [1, K] tensor per batch; its value is the same analysed constant each time.
-        thresholds, report = tft.experimental.ptransform_analyzer(
-            inputs=[tf.reshape(boundaries, [1, -1])],
-            ptransform=_make_search_ptransform(M, beta, alphas, t_max_quantile),
-            output_dtypes=[tf.float32, tf.string],
-            output_shapes=[[None], []],
-            name="search")
-        tft.experimental.ptransform_analyzer(
-            inputs=[tf.reshape(report, [1, 1])],
-            ptransform=_make_asset_ptransform(),
-            output_dtypes=[tf.string],
-            output_shapes=[[]],
-            output_asset_default_values=[b"{}"],
-            name="write_report")
+        thresholds, report, _ = tft_analyzer.ptransform_analyzer(
+            inputs=[x],
+            ptransform=_make_ead_ptransform(M, beta, alphas, num_quantiles, epsilon, t_max_quantile),
+            output_dtypes=[tf.float32, tf.string, tf.string],
+            output_shapes=[[None], [], []],
+            output_asset_default_values=[None, None, b"{}"],
+            name="analyzer")
         tft.annotate_asset(asset_key, ASSET_FILENAME)
     return thresholds, report
 

@@ -152,3 +152,69 @@ def test_an_unseen_value_gets_the_one_oov_index_without_hashing(transformed):
     graph = sm.meta_graphs[0].graph_def
     ops = {n.op for n in graph.node} | {n.op for fn in graph.library.function for n in fn.node_def}
     assert "LookupTableFindV2" in ops and not [op for op in ops if "Hash" in op and "Table" not in op], sorted(ops)
+
+
+def _tft_order(tokens):
+    """tft.vocabulary's order, by brute force: count descending, then the token's text
+    (bytes) descending; ids are counted as their decimal text."""
+    import collections
+
+    counts = collections.Counter(str(t).encode() if not isinstance(t, bytes) else t for t in tokens)
+    return [t for t, _ in sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
+
+
+def test_every_output_of_the_fixture_against_brute_force(small_transform_output):
+    """Every output of the pipeline's transform graph on the shared 40-row fixture
+    (tests/conftest.py) against NumPy: vocabulary ids in tft.vocabulary's order with a
+    shared table for history ids, z-scores, history values, labels and EAD buckets. It
+    held before the vocabularies were fused and the EAD analyzer became one phase
+    (issue #33), with every output equal to the bit, and holds after."""
+    from tests.conftest import SMALL_L
+    from models.preprocessing import signal_transform
+    from models.watch_time import ead_analyzer
+
+    output, rows = small_transform_output
+    spec = F.raw_feature_spec(SMALL_L)
+    batch = {k: tf.constant([r[k] for r in rows], dtype=s.dtype) for k, s in spec.items()}
+    got = {k: v.numpy() for k, v in output.transform_raw_features(batch).items()}
+
+    hist_len = np.array([r["hist_len"] for r in rows])
+    mask = np.arange(SMALL_L)[None, :] < hist_len[:, None]
+    expected = {"hist_mask_xf": mask.astype(np.float32), "hist_len_xf": hist_len.astype(np.float32)}
+    shared = {target: hist for hist, target in F.ID_SHARED_VOCAB.items()}
+    for key in F.ID_FEATURES + F.STRING_FEATURES:
+        tokens = [r[key] for r in rows]
+        if key in shared:
+            tokens += [v for r, m in zip(rows, mask) for v, keep in zip(r[shared[key]], m) if keep]
+        vocab = _tft_order(tokens)
+        assert output.vocabulary_by_name(F.vocab_name(key)) == vocab, key
+        assert output.vocabulary_size_by_name(F.vocab_name(key)) == len(vocab), key
+        index = {t: i + 1 for i, t in enumerate(vocab)}  # 0 is padding; OOV = size + 1 (none here)
+        enc = [str(r[key]).encode() if not isinstance(r[key], bytes) else r[key] for r in rows]
+        expected[F.transformed_name(key)] = np.array([index[t] for t in enc])
+        if key in shared:
+            expected[F.transformed_name(shared[key])] = np.array(
+                [[index[str(v).encode()] if keep else 0 for v, keep in zip(r[shared[key]], m)]
+                 for r, m in zip(rows, mask)])
+    for key in F.NUMERIC_FEATURES:
+        x = np.array([r[key] for r in rows], np.float64)
+        if key in F.LOG1P_FEATURES:
+            x = np.log1p(np.maximum(x, 0.0))
+        elif key in F.SIGNAL_TRANSFORMS:  # tested against NumPy in test_signal_transforms_match_numpy
+            x = signal_transform(tf.constant(x), F.SIGNAL_TRANSFORMS[key]).numpy()
+        expected[F.transformed_name(key)] = (x - x.mean()) / x.std()
+    for key in F.HISTORY_VALUE_FEATURES:
+        x = np.array([r[key] for r in rows], np.float64)
+        expected[F.transformed_name(key)] = np.where(mask, x if key == "hist_is_click" else np.log1p(x), 0.0)
+    watch = np.array([r[F.LABEL_WATCH] for r in rows], np.float32)
+    thresholds = np.asarray(ead_analyzer.read_ead_result(output).thresholds, np.float32)
+    expected.update({F.LABEL_CLICK: np.array([r[F.LABEL_CLICK] for r in rows], np.float32),
+                     F.LABEL_WATCH: watch,
+                     F.WATCH_BUCKET_LABEL: (watch[:, None] > thresholds[None, :]).sum(1)})
+
+    assert sorted(got) == sorted(expected)
+    for key, want in expected.items():
+        if got[key].dtype.kind == "i":
+            np.testing.assert_array_equal(got[key], want, err_msg=key)
+        else:
+            np.testing.assert_allclose(got[key], want, rtol=1e-5, atol=1e-5, err_msg=key)
