@@ -28,8 +28,7 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF_USE_LEGACY_KERAS: bench/__init__.py
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_Q = 100
@@ -148,6 +147,8 @@ def main(argv=None):
     ap.add_argument("--run", help="pipeline run output root (trained model + eval split)")
     ap.add_argument("--paths", nargs="+", default=["fast", "legacy"], choices=["fast", "legacy"])
     ap.add_argument("--out", default=os.path.join(_ROOT, "bench", "results", "evaluator.json"))
+    ap.add_argument("--before", help="a JSON this script wrote at an older commit (--paths legacy): its runs "
+                                     "are kept in the report as `before`")
     args = ap.parse_args(argv)
     import numpy as np
     import tensorflow as tf
@@ -188,6 +189,19 @@ def main(argv=None):
         report["max_abs_diff_metric"] = max(diffs, key=diffs.get) if diffs else None
         by = {r["path"]: r["rows_per_s"] for r in runs}
         report["speedup"] = round(by["fast"] / by["legacy"], 2)
+    if args.before:
+        with open(args.before) as f:
+            old = json.load(f)
+        report["before"] = {"command": old["command"], "runs": old["runs"],
+                            "overall_metrics": old["overall_metrics"].get("legacy", {})}
+        fast = [r for r in runs if r["path"] == "fast"]
+        if fast:
+            report["speedup_vs_before"] = round(fast[0]["rows_per_s"] / old["runs"][0]["rows_per_s"], 2)
+            a, b = values["fast"], report["before"]["overall_metrics"]
+            same_rows = old["runs"][0]["rows"] == fast[0]["rows"]  # the metric values compare on the same rows only
+            diffs = {k: abs(a[k] - b[k]) for k in set(a) & set(b) if same_rows and np.isfinite(a[k]) and np.isfinite(b[k])}
+            report["max_abs_diff_vs_before"] = max(diffs.values()) if diffs else None
+            report["max_abs_diff_vs_before_metric"] = max(diffs, key=diffs.get) if diffs else None
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)

@@ -84,3 +84,14 @@ def test_unsupported_configs_fall_back():
     config = batched_config()
     config.cross_slicing_specs.add()
     assert X.unsupported(config) == ["cross_slicing_specs"]
+
+
+def test_the_pipeline_evaluator_takes_the_batched_path():
+    from pipeline import configs
+    from pipeline.pipeline import EVALUATOR_EXTRACTORS, eval_config
+
+    assert EVALUATOR_EXTRACTORS == X.__name__ and callable(X.custom_extractors)
+    for head in ("cqe", "cread+cqe", "cread"):
+        assert X.unsupported(eval_config(configs.EVAL_GATES, configs.EVAL_SLICE_FEATURES, watch_head=head)) == []
+    # a regression head keeps the Keras compiled metrics, which TFMA feeds per example
+    assert X.unsupported(eval_config(configs.EVAL_GATES, configs.EVAL_SLICE_FEATURES, watch_head="regression"))
