@@ -16,7 +16,8 @@ slice features, the gates, 100 quantile levels of a CQE head). The examples:
 Each path runs in this process back to back on the same examples: ``fast`` = the
 Evaluator's extractors (`models.evaluation.tfma.extractors`: per-slice batches),
 ``legacy`` = TFMA's default extractors (one extract per example). Reported per path:
-wall seconds, rows/s, and the overall-slice metric values of both paths with their
+wall seconds, rows/s, CPU seconds (user + system: on a loaded machine the steadier
+figure) and rows per CPU second, and the overall-slice metric values of both paths with their
 largest absolute difference. The machine's load average is recorded with each run: on a
 shared machine the figures are upper bounds of the cost.
 """
@@ -24,6 +25,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -32,6 +34,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF_USE_LEGACY_KERAS: bench
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_Q = 100
+
+
+def _cpu_s():
+    """CPU seconds (user + system) of this process and its finished children so far."""
+    self, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self.ru_utime + self.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _loadavg():
@@ -123,11 +131,11 @@ def evaluate(path: str, model_dir: str, data: str, out_dir: str, watch_head: str
 
         extractors = fast.custom_extractors(shared, config, None)
     source = tfxio.TFExampleRecord(file_pattern=data, raw_record_column_name=tfma.ARROW_INPUT_COLUMN)
-    start = time.time()
+    start, cpu_start = time.time(), _cpu_s()
     with beam.Pipeline(argv=["--direct_running_mode=in_memory", "--direct_num_workers=1"]) as p:
         _ = (p | source.BeamSource() | tfma.ExtractEvaluateAndWriteResults(
             eval_shared_model=shared, eval_config=config, extractors=extractors, output_path=out_dir))
-    wall = time.time() - start
+    wall, cpu = time.time() - start, _cpu_s() - cpu_start
     result = tfma.load_eval_result(out_dir)
     overall = {}
     for slice_key, by_output in result.slicing_metrics:
@@ -137,7 +145,7 @@ def evaluate(path: str, model_dir: str, data: str, out_dir: str, watch_head: str
                     if "doubleValue" in v:
                         overall[f"{output_name}/{name}"] = v["doubleValue"]
     validation = tfma.load_validation_result(out_dir)
-    return wall, overall, bool(validation.validation_ok), len(result.slicing_metrics)
+    return wall, cpu, overall, bool(validation.validation_ok), len(result.slicing_metrics)
 
 
 def main(argv=None):
@@ -170,9 +178,10 @@ def main(argv=None):
         runs, values = [], {}
         for path in args.paths:
             load_before = _loadavg()
-            wall, overall, ok, slices = evaluate(path, model_dir, data, os.path.join(tmp, path), watch_head)
+            wall, cpu, overall, ok, slices = evaluate(path, model_dir, data, os.path.join(tmp, path), watch_head)
             runs.append({"path": path, "rows": args.rows, "seconds": round(wall, 2),
-                         "rows_per_s": round(args.rows / wall, 1), "slices": slices, "validation_ok": ok,
+                         "rows_per_s": round(args.rows / wall, 1), "cpu_seconds": round(cpu, 2),
+                         "rows_per_cpu_s": round(args.rows / cpu, 1), "slices": slices, "validation_ok": ok,
                          "loadavg_before": load_before, "loadavg_after": _loadavg()})
             values[path] = overall
             print(json.dumps(runs[-1]), flush=True)

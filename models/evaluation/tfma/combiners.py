@@ -274,6 +274,32 @@ class BCECombiner(SumsCombiner):
         return {self._keys[0].name: float(sums[1] / sums[0])}
 
 
+class MeanCombiner(SumsCombiner):
+    """Sums n, sum y, sum p, sum |y - p| over rows; the value is one ``statistic``:
+    "label" (sum y / n), "prediction" (sum p / n), "calibration" (sum p / sum y) or
+    "absolute_error" (sum |y - p| / n): TFMA's unweighted MeanLabel, MeanPrediction,
+    Calibration and MeanAbsoluteError, summed with NumPy instead of one value at a time."""
+
+    size = 4
+    STATISTICS = ("label", "prediction", "calibration", "absolute_error")
+
+    def __init__(self, keys, reader, statistic: str):
+        super().__init__(keys, reader)
+        if statistic not in self.STATISTICS:
+            raise ValueError(f"statistic must be one of {self.STATISTICS}, got {statistic!r}")
+        self._statistic = statistic
+
+    def _reduce(self, columns):
+        y, p = columns
+        return np.array([y.size, y.sum(), p.sum(), np.abs(y - p).sum()])
+
+    def _finish(self, sums):
+        n, sy, sp, sae = sums
+        value = {"label": sy / n, "prediction": sp / n, "absolute_error": sae / n,
+                 "calibration": sp / sy if sy != 0 else float("nan")}[self._statistic]
+        return {self._keys[0].name: float(value)}
+
+
 class RMSECombiner(SumsCombiner):
     size = 2  # n, sum squared error
 

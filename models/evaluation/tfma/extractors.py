@@ -40,7 +40,7 @@ from tensorflow_model_analysis.extractors import extractor as tfma_extractor
 from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
 from tensorflow_model_analysis.slicer import slicer_lib as slicer
 
-from models.evaluation.tfma.metrics import CUSTOM_METRICS
+from models.evaluation.tfma.specs import CUSTOM_MODULES
 
 # Built-ins whose combiners sum over every (label, prediction) value of an input, so a
 # batch of rows gives what its rows one by one give (TFMA 0.47: calibration.py,
@@ -71,7 +71,7 @@ def unsupported(eval_config: tfma.EvalConfig) -> List[str]:
             why.append(f"query_key {spec.query_key!r}")
         for mc in spec.metrics:
             if mc.class_name not in BATCH_SAFE_BUILTINS and not (
-                    mc.class_name in CUSTOM_METRICS and mc.module):
+                    mc.module and CUSTOM_MODULES.get(mc.class_name) == mc.module):
                 why.append(f"metric {mc.class_name!r}")
     return why
 

@@ -11,10 +11,11 @@ class with the config. Example (what :func:`metrics_specs` builds)::
 
 Calibration (mean prediction / mean label), AUC and MAE are TFMA built-ins with the
 same definitions as `models.evaluation.metrics`; :func:`metrics_specs` adds them. So are
-the example count and the binary cross entropy, unless ``batched``: then they are ours
-(``RowCount``, ``RowBinaryCrossEntropy``: TFMA's definitions counted per row), as
-TFMA's count and average per ``add_input`` and per-slice batches
-(`models.evaluation.tfma.extractors`) put many rows in one input.
+the example count, the binary cross entropy and the means, unless ``batched``: then they
+are ours (``RowCount``, ``RowBinaryCrossEntropy``, `models.evaluation.tfma.row_metrics`
+``RowMean``: TFMA's definitions, per row, summed with NumPy), as TFMA counts and
+averages the first two per ``add_input`` and loops over values for the means, while
+per-slice batches (`models.evaluation.tfma.extractors`) put many rows in one input.
 
 TFMA 0.47 details relied on: a ``class_name`` that TFMA registers itself (``NDCG``,
 ``Calibration``, ...) resolves to the built-in even when ``module`` is set, so our
@@ -29,8 +30,12 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_specs as tfma_metric_specs
 from tensorflow_model_analysis.metrics import metric_types
 
+from models.evaluation.tfma import row_metrics
 from models.evaluation.tfma.metrics import CUSTOM_METRICS, MODULE
 from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS
+
+# custom class name -> the module TFMA imports it from
+CUSTOM_MODULES = {**{c: MODULE for c in CUSTOM_METRICS}, **{c: row_metrics.MODULE for c in row_metrics.ROW_METRICS}}
 
 
 def metric_config(class_name: str, threshold: Optional[tfma.MetricThreshold] = None,
@@ -38,10 +43,11 @@ def metric_config(class_name: str, threshold: Optional[tfma.MetricThreshold] = N
     """MetricConfig for a custom metric (``module=MODULE``, the config as JSON) or, for
     any other ``class_name``, the TFMA built-in of that name.
     ``threshold`` gates the overall slice only (small slices report, never block)."""
-    custom = class_name in CUSTOM_METRICS
-    if not custom and not metric_types.is_registered_metric(class_name):
-        raise ValueError(f"{class_name!r} is neither a metric of {MODULE} nor a TFMA metric")
-    mc = tfma.MetricConfig(class_name=class_name, module=MODULE if custom else "",
+    module = CUSTOM_MODULES.get(class_name, "")
+    if not module and not metric_types.is_registered_metric(class_name):
+        raise ValueError(f"{class_name!r} is neither a metric of {sorted(set(CUSTOM_MODULES.values()))} "
+                         "nor a TFMA metric")
+    mc = tfma.MetricConfig(class_name=class_name, module=module,
                            config=json.dumps(config, sort_keys=True) if config else "")
     if threshold is not None:
         mc.per_slice_thresholds.append(tfma.PerSliceMetricThreshold(
@@ -93,13 +99,18 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
 
     ranking = ranking_output or watch_output
     count, bce = ("RowCount", "RowBinaryCrossEntropy") if batched else ("ExampleCount", "BinaryCrossEntropy")
-    click = [cfg(count), cfg("AUC"), cfg("Calibration"), cfg(bce),
-             cfg("MeanPrediction"), cfg("MeanLabel"), cfg("NormalizedEntropy"),
+
+    def mean(builtin, statistic):  # TFMA's built-in or its row-wise twin (row_metrics.RowMean)
+        return cfg("RowMean", row_metrics.DEFAULT_NAMES[statistic], statistic=statistic) if batched else cfg(builtin)
+
+    click = [cfg(count), cfg("AUC"), mean("Calibration", "calibration"), cfg(bce),
+             mean("MeanPrediction", "prediction"), mean("MeanLabel", "label"), cfg("NormalizedEntropy"),
              cfg("GroupAUC", user_key=user_key, max_rows=max_rows)]
     if request_time_key:
         click.append(cfg("RequestGAUC", user_key=user_key, time_key=request_time_key,
                          window_s=float(request_window_s), max_rows=max_rows))
-    watch = [cfg("MeanAbsoluteError"), cfg("RMSE"), cfg("MeanPrediction"), cfg("MeanLabel"),
+    watch = [mean("MeanAbsoluteError", "absolute_error"), cfg("RMSE"), mean("MeanPrediction", "prediction"),
+             mean("MeanLabel", "label"),
              cfg("XAUC", max_rows=max_rows),
              cfg("XGAUC", user_key=user_key, max_rows=max_rows),
              cfg("ObservedECS", label_key=watch_label, item_key=item_key)]

@@ -56,6 +56,9 @@ def test_slice_batches_match_brute_force_per_slice(tmp_path):
     bce = -np.mean([np.log(p) if c else np.log(1 - p)
                     for c, p in zip(d["is_click"], pr["click_prob"][:, 0])])
     assert got[()][("click_prob", "binary_crossentropy")] == pytest.approx(bce, abs=1e-6)
+    for out, label in (("click_prob", d["is_click"]), ("watch_time_s", d["watch_time_s"])):  # RowMean
+        assert got[()][(out, "mean_label")] == pytest.approx(np.mean(label.astype(np.float64)), abs=1e-9)
+        assert got[()][(out, "mean_prediction")] == pytest.approx(np.mean(pr[out][:, 0]), abs=1e-6)
     tabs = set(d["tab"].tolist())
     for tab in tabs:
         rows = np.flatnonzero(d["tab"] == tab)
@@ -72,6 +75,13 @@ def test_slice_batches_match_brute_force_per_slice(tmp_path):
     validation = tfma.load_validation_result(out_dir)
     assert {f.metric_key.name for s in validation.metric_validations_per_slice
             for f in s.failures} == {"xauc"}
+
+
+def test_row_mean_refuses_an_unknown_statistic():
+    from models.evaluation.tfma.row_metrics import RowMean
+
+    with pytest.raises(ValueError, match="statistic"):
+        RowMean(statistic="median")
 
 
 def test_unsupported_configs_fall_back():
