@@ -8,6 +8,8 @@ Ids and strings
     vocabulary of `video_id` is computed over the target videos *and* the (unpadded)
     history videos, and both are looked up in it, so one embedding table serves
     both.
+    All vocabularies come from one analyzer (models/fused_vocabulary.py): the files
+    and ids `tft.vocabulary` gives, without its ~10 Beam stages per feature.
 Numerics
     z = (g(x) - mean) / std, g = log1p(max(x, 0)) for heavy-tailed features
     (`LOG1P_FEATURES`), identity otherwise; statistics from the train split.
