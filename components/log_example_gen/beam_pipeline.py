@@ -4,8 +4,8 @@
 
   log_*.csv ─plan byte ranges─► Reshuffle ─count quotes/newlines─► prefix sums (side input)
       │
-      └─read records (reading.py) ─► parse a range in bulk (parse_batch.py) ──bad──► dead letters
-                (user/video tables: side_tables.py, side inputs)  │ good rows: a columnar batch
+      └─read a range as lines (bulk_lines.py) ─► parse it in bulk (parse_batch.py) ──bad──► dead letters
+          (user/video tables: side_tables.py, one columnar side input each) │ good rows: a columnar batch
                                                                   ▼
    dates ─► window (date_window.py) ─► splits (time_split.py)   (user shard, batch)
                                                                   ▼ GroupByKey
@@ -16,12 +16,14 @@
                      ▼                                 ▼
                CoGroupByKey(user shard): kept rows + their signals
                                                        ▼
-       BuildExamples (example_batches.py: user statistics, histories, features, tfx-bsl encoder)
+       BuildExamples (example_batches.py: user statistics, histories, features, tfx-bsl encoder +
+                      example_block.py) writes the shard's file per split (record_files.py)
                                                        ▼
-         Split-train / Split-validation / Split-eval gzipped TFRecords + counts.json + bad_rows-*.jsonl
+         Split-train / Split-validation / Split-eval/data_tfrecord-SSSSS-of-NNNNN.gz + counts.json + bad_rows-*.jsonl
 
 The math lives in the pure modules; this one only wires them. Rows travel as columnar
-batches (columns.py), never one Python object per row. Log files are read in byte
+batches (columns.py), never one Python object or one Beam element per row (examples
+are written by the stage that encodes them, one gzip stream per shard and split). Log files are read in byte
 ranges in parallel (no worker holds a whole file); users are hashed to
 ``user_shards`` shards (about ``SHARD_BYTES`` of log each, at least ``MIN_SHARDS``), so a
 worker holds one shard's rows as columns, not the log. Every record read ends up in
@@ -30,14 +32,16 @@ exactly one of: bad, dropped by rule, train, validation, eval, history-only
 form (parsing.py), values (row_rules.py), join (side tables), window, duplicates.
 """
 import os
+import uuid
 from typing import Any, Dict, List, Tuple
 
 import apache_beam as beam
 import numpy as np
 
 from components.log_example_gen import counts as counts_lib
-from components.log_example_gen import (columns, date_window, example_batches, parse_batch, parsing, reading, row_rules,
-                                        side_tables, signals_beam, time_split, user_batches)
+from components.log_example_gen import (bulk_lines, columns, date_window, example_batches, parse_batch, parsing,
+                                        reading, record_files, row_rules, side_tables, signals_beam, time_split,
+                                        user_batches)
 from components.log_example_gen import user_examples as ue
 from components.log_example_gen.config import LogExampleGenConfig
 from components.log_example_gen.counts import (COUNTS_FILE, BadRowFractionError,  # noqa: F401 (re-exported)
@@ -46,7 +50,7 @@ from components.log_example_gen.inputs import LOG, USER, VIDEO, ResolvedInputs
 from components.log_example_gen.side_tables import dead_letter_record
 
 METRICS_NAMESPACE = side_tables.METRICS_NAMESPACE
-EXAMPLES_FILE_PREFIX = "data_tfrecord"  # TFX ExampleGen's file names
+EXAMPLES_FILE_PREFIX, EXAMPLES_FILE_SUFFIX = "data_tfrecord", ".gz"  # TFX ExampleGen's file names
 DEAD_LETTER_FILE_PREFIX = "bad_rows"
 _BAD = ue.BAD
 
@@ -93,10 +97,16 @@ class _ReadAndParse(beam.DoFn):
     def process(self, r: reading.ByteRange, starts, users, videos, ambiguous):
         if self._ids is None:
             self._ids = parse_batch.SideIds.of(users, videos, ambiguous)
-        records = list(reading.read_range(r, starts[(r.path, r.start)]))
-        yield beam.pvalue.TaggedOutput(_COUNT, ("read", len(records)))
-        batch, bad = parse_batch.parse_records(records, self._file_index[r.path], self._headers[r.path],
-                                               self._rules, users, videos, ambiguous, self._ids)
+        start, args = starts[(r.path, r.start)], (self._rules, users, videos, ambiguous, self._ids)
+        lines = bulk_lines.read_lines(r, start)
+        if lines is None:  # a quote in the range: record by record
+            records = list(reading.read_range(r, start))
+            read = len(records)
+            batch, bad = parse_batch.parse_records(records, self._file_index[r.path], self._headers[r.path], *args)
+        else:
+            batch, bad, read = parse_batch.parse_lines(lines, r.path, self._file_index[r.path], self._headers[r.path],
+                                                 *args)
+        yield beam.pvalue.TaggedOutput(_COUNT, ("read", read))
         for reason, rec in bad:
             yield from _bad_output(reason, rec.path, rec.line, rec.offset, rec.text)
         if not columns.length(batch):
@@ -124,7 +134,7 @@ class _SelectRows(beam.DoFn):
         for reason, k in bad:
             row_id = int(rows["row_id"][k])
             yield from _bad_output(reason, self._paths[columns.file_of(row_id)], int(rows["line"][k]),
-                                   row_id & ((1 << columns.FILE_SHIFT) - 1), rows["text"][k])
+                                   row_id & ((1 << columns.FILE_SHIFT) - 1), columns.text_at(rows["text"], k))
         if dropped:
             beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"dropped_{ue.DUPLICATE_ROW}").inc(dropped)
             yield beam.pvalue.TaggedOutput(_COUNT, ("dropped:" + ue.DUPLICATE_ROW, dropped))
@@ -139,16 +149,18 @@ class _SelectRows(beam.DoFn):
 
 
 class _BuildExamples(beam.DoFn):
-    """(user shard, {rows, signals}) -> serialized tf.Examples tagged by split (example_batches.py)."""
+    """(user shard, {rows, signals}) -> the shard's gzipped TFRecord file per split
+    (example_batches.py encodes, record_files.py writes); its path tagged ``written``."""
 
-    def __init__(self, config: LogExampleGenConfig):
+    def __init__(self, config: LogExampleGenConfig, examples_uri: str, run: str, shards: int):
         self._history_length = config.history_length
         self._min_watch_s = config.history_min_watch_s
         self._delay_ms = int(round(config.label_delay_s * 1000))
+        self._uri, self._run, self._shards = examples_uri, run, shards
         self._side = None
 
     def process(self, element, users, videos):
-        _, joined = element
+        shard, joined = element
         if self._side is None:
             self._side = example_batches.SideColumns(users, videos)
         rows = columns.concat(joined["rows"])
@@ -176,11 +188,15 @@ class _BuildExamples(beam.DoFn):
         if history_only:
             counter(METRICS_NAMESPACE, "history_only_rows").inc(history_only)
             yield beam.pvalue.TaggedOutput(_COUNT, ("history_only", history_only))
-        for split, examples in example_batches.examples_by_split(features, rows["split"], time_split.SPLIT_NAMES):
-            counter(METRICS_NAMESPACE, f"examples_{split}").inc(len(examples))
-            yield beam.pvalue.TaggedOutput(_COUNT, ("split:" + split, len(examples)))
-            for ex in examples:
-                yield beam.pvalue.TaggedOutput(split, ex)
+        tmp = record_files.temp_dir(self._uri, self._run)
+        for split, chunks in example_batches.examples_by_split(features, rows["split"], time_split.SPLIT_NAMES):
+            writer = record_files.ShardWriter(os.path.join(split_uri(self._uri, split), record_files.shard_name(
+                EXAMPLES_FILE_PREFIX, shard, self._shards, EXAMPLES_FILE_SUFFIX)), tmp)
+            for records, tails in chunks:
+                writer.write(records, tails)
+            counter(METRICS_NAMESPACE, f"examples_{split}").inc(writer.count)
+            yield beam.pvalue.TaggedOutput(_COUNT, ("split:" + split, writer.count))
+            yield writer.close()
 
 
 def _log_ranges(pbegin, files: List[Tuple[str, int]], range_bytes: int):
@@ -199,22 +215,25 @@ def _ambiguous_ids(user_ids, video_ids):
 
 
 class LogsToExamples(beam.PTransform):
-    """PBegin -> {'train', 'validation', 'eval': serialized tf.Examples,
-    'dead_letter': JSON lines, 'counts': one counts.json text (counts.py)}."""
+    """PBegin -> {'written': paths of the example files written under ``examples_uri``
+    (Split-<split>/data_tfrecord-*.gz), 'dead_letter': JSON lines, 'counts': one counts.json
+    text (counts.py)}."""
 
-    def __init__(self, inputs: ResolvedInputs, config: LogExampleGenConfig):
+    def __init__(self, inputs: ResolvedInputs, config: LogExampleGenConfig, examples_uri: str):
         super().__init__()
         self._inputs = inputs
         self._config = config
+        self._examples_uri = examples_uri
+        self.run_id = uuid.uuid4().hex
 
     def expand(self, pbegin):
         cfg = self._config
         files = {t: [(f.path, f.size) for f in self._inputs.files[t]] for t in (LOG, USER, VIDEO)}
         headers = log_headers(files[LOG])
         empty_files = [p for p, s in files[LOG] if reading.is_empty(s)]
-        users = side_tables.read_side_table(pbegin, "user", files[USER], parsing.parse_user_row)
-        videos = side_tables.read_side_table(pbegin, "video", files[VIDEO], parsing.parse_video_row)
-        users_si, videos_si = beam.pvalue.AsDict(users["rows"]), beam.pvalue.AsDict(videos["rows"])
+        users = side_tables.read_side_table(pbegin, "user", files[USER])
+        videos = side_tables.read_side_table(pbegin, "video", files[VIDEO])
+        users_si, videos_si = beam.pvalue.AsSingleton(users["rows"]), beam.pvalue.AsSingleton(videos["rows"])
         ambiguous_si = beam.pvalue.AsSingleton(
             pbegin | "Ambiguous" >> beam.Create([None])
             | "AmbiguousIds" >> beam.Map(lambda _, u, v: _ambiguous_ids(u, v),
@@ -249,8 +268,9 @@ class LogsToExamples(beam.PTransform):
             cfg.label_delay_s, cfg.signal_prior_ctr, shards, shards)
         built = ({"rows": selected.rows, "signals": row_signals}
                  | "JoinSignals" >> beam.CoGroupByKey()
-                 | "BuildExamples" >> beam.ParDo(_BuildExamples(cfg), users_si, videos_si)
-                 .with_output_types(Any).with_outputs(_COUNT, *time_split.SPLIT_NAMES, main="unused"))
+                 | "BuildExamples" >> beam.ParDo(_BuildExamples(cfg, self._examples_uri, self.run_id, shards),
+                                                 users_si, videos_si)
+                 .with_output_types(Any).with_outputs(_COUNT, main="written"))
 
         dead_letter = ((parsed[_BAD], selected[_BAD], users[_BAD], videos[_BAD])
                        | "AllBadRows" >> beam.Flatten()
@@ -272,9 +292,7 @@ class LogsToExamples(beam.PTransform):
                       lambda kc, splits, w: counts_lib.summarize_counts(kc, splits, w, empty_files),
                       split_si, window_si))
 
-        out = {s: built[s] for s in time_split.SPLIT_NAMES}
-        out.update(dead_letter=dead_letter, counts=counts)
-        return out
+        return {"written": built.written, "dead_letter": dead_letter, "counts": counts}
 
 
 def split_uri(examples_uri: str, split: str) -> str:
@@ -288,10 +306,14 @@ def write_log_examples(pbegin, inputs: ResolvedInputs, config: LogExampleGenConf
     <examples_uri>/Split-{train,validation,eval}/data_tfrecord-*.gz,
     <dead_letter_uri>/bad_rows-*.jsonl and <dead_letter_uri>/counts.json.
     """
-    out = pbegin | "LogsToExamples" >> LogsToExamples(inputs, config)
-    for s in time_split.SPLIT_NAMES:
-        _ = out[s] | f"Write{s}" >> beam.io.WriteToTFRecord(
-            os.path.join(split_uri(examples_uri, s), EXAMPLES_FILE_PREFIX), file_name_suffix=".gz")
+    to_examples = LogsToExamples(inputs, config, examples_uri)
+    out = pbegin | "LogsToExamples" >> to_examples
+    split_dirs = [split_uri(examples_uri, s) for s in time_split.SPLIT_NAMES]
+    _ = (pbegin | "FinalizeExamples" >> beam.Create([None])
+         | "EmptySplitsAndTemp" >> beam.Map(
+             lambda _, written: record_files.finalize(examples_uri, to_examples.run_id, split_dirs, written,
+                                                      EXAMPLES_FILE_PREFIX, EXAMPLES_FILE_SUFFIX),
+             beam.pvalue.AsList(out["written"])))
     _ = out["dead_letter"] | "WriteDeadLetter" >> beam.io.WriteToText(
         os.path.join(dead_letter_uri, DEAD_LETTER_FILE_PREFIX), file_name_suffix=".jsonl")
     _ = out["counts"] | "WriteCounts" >> beam.io.WriteToText(

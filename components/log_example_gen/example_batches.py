@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from components.log_example_gen import columns as C
-from components.log_example_gen import parsing, signal_columns, user_batches
+from components.log_example_gen import example_block, parsing, signal_columns, user_batches
 from models import features as F
 
 _VIDEO_INT = ("author_id", "music_id", "tag_id")
@@ -23,21 +23,15 @@ USER_INT = tuple(parsing.USER_ONEHOT_FEATURES)
 
 
 class SideColumns:
-    """The user and video tables as sorted id arrays + columns (built once per worker)."""
+    """The user and video tables (side_columns.SideTable) as sorted id arrays + the columns
+    the examples use (built once per worker)."""
 
-    def __init__(self, users: Dict[int, dict], videos: Dict[int, dict]):
-        self.user_ids = np.array(sorted(users), dtype=np.int64)
-        u = [users[i] for i in self.user_ids.tolist()]
-        self.user = {"user_active_degree": np.array([x["user_active_degree"] for x in u], dtype=object)}
-        self.user.update({k: np.array([x[k] for x in u], dtype=np.float64) for k in USER_FLOAT})
-        self.user.update({k: np.array([x[k] for x in u], dtype=np.int64) for k in USER_INT})
-        self.video_ids = np.array(sorted(videos), dtype=np.int64)
-        v = [videos[i] for i in self.video_ids.tolist()]
-        self.video = {k: np.array([x[k] for x in v], dtype=np.int64) for k in _VIDEO_INT}
-        self.video.update({k: np.array([x[k] for x in v], dtype=object) for k in _VIDEO_STR})
-        self.video["upload_ordinal"] = np.array([-1 if x["upload_ordinal"] is None else x["upload_ordinal"]
-                                                 for x in v], dtype=np.int64)
-        self.video["video_duration_s"] = np.array([max(x.get("video_duration_s") or 0.0, 0.0) for x in v])
+    def __init__(self, users, videos):
+        self.user_ids = users.ids
+        self.user = {k: users.columns[k] for k in ("user_active_degree",) + USER_FLOAT + USER_INT}
+        self.video_ids = videos.ids
+        self.video = {k: videos.columns[k] for k in _VIDEO_INT + _VIDEO_STR + ("upload_ordinal",)}
+        self.video["video_duration_s"] = np.maximum(videos.columns["video_duration_s"], 0.0)
 
     def users_at(self, ids: np.ndarray) -> Dict[str, np.ndarray]:
         return dict(zip(self.user, C.lookup(ids, self.user_ids, list(self.user.values()))))
@@ -84,8 +78,10 @@ def _list_column(values: np.ndarray, width: int, kind: str) -> pa.Array:
         flat = pa.array(np.ascontiguousarray(values, dtype=np.int64))
     elif kind == "float":
         flat = pa.array(np.ascontiguousarray(values, dtype=np.float32))
-    else:
-        flat = pa.array([s.encode("utf-8") for s in values.tolist()], type=pa.binary())
+    else:  # each distinct string encoded once, then gathered
+        distinct, inverse = np.unique(values.astype(np.str_), return_inverse=True)
+        flat = pa.array([s.encode("utf-8") for s in distinct.tolist()], type=pa.binary()).take(
+            pa.array(inverse.astype(np.int64)))
     return pa.ListArray.from_arrays(offsets, flat)
 
 
@@ -124,26 +120,39 @@ _KINDS = ([(k, "int") for k in F.RAW_INT_FEATURES + F.RAW_HISTORY_INT]
           + [(k, "bytes") for k in F.RAW_BYTES_FEATURES])
 
 
-def encode(features: Dict[str, Tuple[np.ndarray, int]], index: np.ndarray) -> List[bytes]:
-    """Serialized tf.Examples of the rows ``index`` (tfx-bsl's Arrow encoder)."""
+def encode(features: Dict[str, Tuple[np.ndarray, int]], index: np.ndarray) -> Tuple[List[bytes], np.ndarray]:
+    """The rows ``index`` as serialized tf.Examples, in two parts per row (records, tails):
+    record i is ``records[i] + tails[i]``, the Example of the features whose encoding has
+    a varying length (tfx-bsl's Arrow encoder) followed by the Example of the fixed-length
+    ones (example_block.py; parsers merge the two)."""
     from tfx_bsl.coders import example_coder
 
     if set(features) != {k for k, _ in _KINDS}:
         raise ValueError(f"features differ from the raw spec: {sorted(set(features) ^ {k for k, _ in _KINDS})}")
-    arrays, names = [], []
+    arrays, names, fixed = [], [], []
     for name, kind in _KINDS:
         values, width = features[name]
         picked = values.reshape(-1, width)[index].reshape(-1) if width > 1 else values[index]
-        arrays.append(_list_column(picked, width, kind))
-        names.append(name)
-    return example_coder.RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_arrays(arrays, names))
+        size = example_block.fixed_length(kind, picked)
+        if size:
+            fixed.append((name, kind, picked, width, size))
+        else:
+            arrays.append(_list_column(picked, width, kind))
+            names.append(name)
+    tails = example_block.block(fixed, len(index))[0] if fixed else np.zeros((len(index), 0), dtype=np.uint8)
+    if not names:
+        return [b""] * len(index), tails
+    return example_coder.RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_arrays(arrays, names)), tails
+
+
+ENCODE_ROWS = 8192  # rows per encoder call: large batches, bounded memory
 
 
 def examples_by_split(features: Dict[str, Tuple[np.ndarray, int]], split_code: np.ndarray,
-                      split_names: List[str]) -> Iterator[Tuple[str, List[bytes]]]:
-    """(split, serialized examples) for every split present (code -1: history only)."""
+                      split_names: List[str]) -> Iterator[Tuple[str, Iterator[Tuple[List[bytes], np.ndarray]]]]:
+    """(split, chunks of (records, tails): ``encode``) for every split present (code -1: history only)."""
     for code, name in enumerate(split_names):
         index = np.flatnonzero(split_code == code)
         if len(index):
-            yield name, encode(features, index)
+            yield name, (encode(features, index[k:k + ENCODE_ROWS]) for k in range(0, len(index), ENCODE_ROWS))
 

@@ -132,7 +132,7 @@ def parse_log_fields(fields: Optional[List[str]], columns: Sequence[str]) -> Uni
         values[name] = value
     try:
         yyyymmdd_to_date(values["date"])
-    except ValueError:
+    except (ValueError, OverflowError):  # not a calendar date (OverflowError: a year beyond C int)
         return BadRow("invalid_date:date")
     return LogRow(**values)
 

@@ -103,6 +103,13 @@ def _decode(raw: bytes, offset: int) -> Tuple[str, Optional[str]]:
         return raw.decode("utf-8", errors="replace"), "invalid_utf8"
 
 
+def decode_record(raw: bytes, offset: int) -> Tuple[str, Optional[str]]:
+    """The bytes of one record (with its line end) -> (text without the line end, problem or None)."""
+    text, problem = _decode(raw, offset)
+    text = text[:-1] if text.endswith("\n") else text
+    return (text[:-1] if text.endswith("\r") else text), problem
+
+
 def _next_record(f, pos: int, line: int, parity: int):
     """Reads physical lines up to the end of the current record (a newline outside quotes)
     -> (chunks, pos, line, parity) after it; no chunks at end of file."""
@@ -141,9 +148,7 @@ def read_range(r: ByteRange, start: RangeStart, skip_header: bool = True) -> Ite
                 return
             if rec_start == 0 and skip_header:
                 continue
-            text, problem = _decode(b"".join(chunks), rec_start)
-            text = text[:-1] if text.endswith("\n") else text
-            text = text[:-1] if text.endswith("\r") else text
+            text, problem = decode_record(b"".join(chunks), rec_start)
             if problem is None and parity == 1:
                 problem = "unterminated_quote"
             elif problem is None and len(chunks) > 1:

@@ -1,7 +1,8 @@
-"""Beam: the user and video feature tables -> {id: features} and their bad rows.
+"""Beam: the user and video feature tables -> one columnar table each and their bad rows.
 
-Each file is read with reading.py (header with a byte-order mark accepted), each row
-parsed by parsing.parse_user_row / parse_video_row. An id listed more than once:
+Each file is read with reading.py (header with a byte-order mark accepted) and parsed a
+column at a time (side_columns.py, the columnar form of parsing.parse_user_row /
+parse_video_row): one element per file, never one per row. An id listed more than once:
 
 - every copy parses to the same features -> one is kept, the others are counted
   (``side_dropped:<table>:duplicate_id``: nothing is lost, they are equal);
@@ -9,15 +10,17 @@ parsed by parsing.parse_user_row / parse_video_row. An id listed more than once:
   id is *ambiguous*: its log rows become bad rows ``ambiguous_<table>_id`` instead of
   silently taking one of the copies.
 
-Outputs (``read_side_table``): ``rows`` (id, features), ``bad`` (reason, dead-letter
-JSON), ``dropped`` (count key) and ``ambiguous`` (ids).
+Outputs (``read_side_table``): ``rows`` (one side_columns.SideTable), ``bad`` (reason,
+dead-letter JSON), ``dropped`` (count key) and ``ambiguous`` (ids).
 """
 import json
 from typing import Any, Dict, List
 
 import apache_beam as beam
+import numpy as np
 
-from components.log_example_gen import parsing, reading
+from components.log_example_gen import columns as C
+from components.log_example_gen import reading, side_columns
 
 METRICS_NAMESPACE = "log_example_gen"
 BAD, DROPPED, AMBIGUOUS = "bad", "dropped", "ambiguous"
@@ -28,63 +31,85 @@ def dead_letter_record(table: str, source: str, line_no: int, offset: int, reaso
                        "reason": reason, "raw": raw}, sort_keys=True)
 
 
-class _ParseSideRow(beam.DoFn):
-    """reading.Record of a side table -> (id, (features, record)); bad rows -> BAD."""
+def _bad(table: str, rec: reading.Record, reason: str):
+    beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"bad_{table}_rows").inc()
+    return beam.pvalue.TaggedOutput(BAD, (f"{table}:{reason}", dead_letter_record(
+        table, rec.path, rec.line, rec.offset, reason, rec.text)))
 
-    def __init__(self, table: str, headers: Dict[str, List[str]], parse_fn):
-        self._table, self._headers, self._parse_fn = table, headers, parse_fn
 
-    def process(self, rec: reading.Record):
-        header = self._headers[rec.path]
-        fields = None if rec.problem else parsing.split_csv_line(rec.text)
+def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
+    """One file -> one columnar part of its parsed rows (ids, where they are, texts, feature
+    arrays: no Python object per row); bad rows tagged."""
+    path, size = path_size
+    header = headers[path]
+    id_name, _ = side_columns.TABLES[table]
+    recs, rows = [], []
+    for rec in reading.read_whole(path, size):
+        fields = None if rec.problem else side_columns.split_fields(rec.text)
         if rec.problem:
-            reason = rec.problem
+            yield _bad(table, rec, rec.problem)
         elif fields is None or len(fields) != len(header):
-            reason = "malformed_row"
+            yield _bad(table, rec, "malformed_row")
         else:
-            try:
-                row_id, feats = self._parse_fn(dict(zip(header, fields)))
-                yield row_id, (feats, rec)
-                return
-            except ValueError as e:
-                reason = str(e)
-        beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"bad_{self._table}_rows").inc()
-        yield beam.pvalue.TaggedOutput(BAD, (f"{self._table}:{reason}", dead_letter_record(
-            self._table, rec.path, rec.line, rec.offset, reason, rec.text)))
+            recs.append(rec)
+            rows.append(fields)
+    k = header.index(id_name) if id_name in header else None
+    ids, reasons = side_columns.parse_ids([r[k] if k is not None else "" for r in rows], id_name)
+    ok = [i for i, reason in enumerate(reasons) if reason is None]
+    for i, reason in enumerate(reasons):
+        if reason is not None:
+            yield _bad(table, recs[i], reason)
+    feats = side_columns.arrays(table, side_columns.feature_columns(table, header, [rows[i] for i in ok]))
+    yield {"path": np.array([path] * len(ok), dtype=np.str_), "id": ids[ok],
+           "offset": np.array([recs[i].offset for i in ok], dtype=np.int64),
+           "line": np.array([recs[i].line for i in ok], dtype=np.int64),
+           "text": C.text_column([recs[i].text for i in ok]), "features": feats}
 
 
-class _OnePerId(beam.DoFn):
-    def __init__(self, table: str):
-        self._table = table
-
-    def process(self, element):
-        row_id, copies = element
-        copies = sorted(copies, key=lambda c: (c[1].path, c[1].offset))
-        distinct = {json.dumps(f, sort_keys=True) for f, _ in copies}
-        if len(distinct) == 1:
-            yield row_id, copies[0][0]
+def _one_per_id(parts, table: str):
+    """Every file's part -> the SideTable of the ids kept; duplicates dropped or made ambiguous."""
+    parts = [p for p in parts if len(p["id"])]
+    cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+           for k in ("path", "id", "offset", "line", "text")}
+    feats = {f: np.concatenate([p["features"][f] for p in parts]) for f in (parts[0]["features"] if parts else {})}
+    order = np.lexsort((cat["offset"], cat["path"], cat["id"])) if parts else np.zeros(0, dtype=np.int64)
+    ids = cat["id"][order]
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    keep = first.copy()
+    for start in np.flatnonzero(first & np.append(~first[1:], False)).tolist():  # ids with copies: rare
+        end = start + 1
+        while end < len(ids) and ids[end] == ids[start]:
+            end += 1
+        copies = order[start:end].tolist()
+        if len({json.dumps(side_columns.row_features(feats, c), sort_keys=True) for c in copies}) == 1:
             for _ in copies[1:]:
-                yield beam.pvalue.TaggedOutput(DROPPED, f"side_dropped:{self._table}:duplicate_id")
-            return
-        reason = f"duplicate_id:{self._table}_id"
-        yield beam.pvalue.TaggedOutput(AMBIGUOUS, row_id)
-        for _, rec in copies:
-            yield beam.pvalue.TaggedOutput(BAD, (f"{self._table}:{reason}", dead_letter_record(
-                self._table, rec.path, rec.line, rec.offset, reason, rec.text)))
+                yield beam.pvalue.TaggedOutput(DROPPED, f"side_dropped:{table}:duplicate_id")
+            continue
+        keep[start] = False
+        reason = f"duplicate_id:{table}_id"
+        yield beam.pvalue.TaggedOutput(AMBIGUOUS, int(ids[start]))
+        for c in copies:
+            yield _bad(table, reading.Record(str(cat["path"][c]), int(cat["line"][c]), int(cat["offset"][c]),
+                                             C.text_at(cat["text"], c), None), reason)
+    kept = order[keep]
+    if not parts:
+        feats = side_columns.arrays(table, {f: [] for f in side_columns.TABLES[table][1]})
+    yield side_columns.SideTable.of(cat["id"][kept].astype(np.int64), {f: v[kept] for f, v in feats.items()})
 
 
-def read_side_table(pbegin, table: str, files, parse_fn):
-    """files: [(path, size)] -> beam.pvalue.DoOutputsTuple with rows/bad/dropped/ambiguous."""
+def read_side_table(pbegin, table: str, files):
+    """files: [(path, size)] -> {rows: one SideTable, bad, dropped, ambiguous} (module doc)."""
     files = [(p, s) for p, s in files if not reading.is_empty(s)]
     headers = {p: reading.read_header(p) for p, _ in files}
     parsed = (pbegin
               | f"Files_{table}" >> beam.Create(files)
-              | f"Read_{table}" >> beam.FlatMap(lambda ps: reading.read_whole(*ps))
-              | f"Parse_{table}" >> beam.ParDo(_ParseSideRow(table, headers, parse_fn))
+              | f"Parse_{table}" >> beam.FlatMap(_parse_file, table, headers)
               .with_output_types(Any).with_outputs(BAD, main="rows"))
     deduped = (parsed.rows
-               | f"GroupById_{table}" >> beam.GroupByKey()
-               | f"OnePerId_{table}" >> beam.ParDo(_OnePerId(table))
+               | f"AllFiles_{table}" >> beam.combiners.ToList()
+               | f"OnePerId_{table}" >> beam.FlatMap(_one_per_id, table)
                .with_output_types(Any).with_outputs(BAD, DROPPED, AMBIGUOUS, main="rows"))
     bad = (parsed[BAD], deduped[BAD]) | f"Bad_{table}" >> beam.Flatten()
     return {"rows": deduped.rows, BAD: bad, DROPPED: deduped[DROPPED], AMBIGUOUS: deduped[AMBIGUOUS]}
+

@@ -54,7 +54,7 @@ def select_rows(b: C.Batch, window: np.ndarray, duplicate_rule: str
                 end += 1
             seen = set()
             for pos in w[k:end + 1]:
-                key = duplicate_key(b["text"][pos])
+                key = duplicate_key(C.text_at(b["text"], pos))
                 if key in seen:
                     keep[pos] = False
                     if duplicate_rule == "drop":

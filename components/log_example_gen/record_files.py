@@ -1,0 +1,115 @@
+"""Shard files of serialized records, written in bulk: gzipped TFRecords, atomically.
+
+One writer per (split, user shard) writes ``<dir>/data_tfrecord-SSSSS-of-NNNNN.gz`` (TFX
+ExampleGen's layout) as one gzip stream of TFRecord frames (TensorFlow's record format,
+byte for byte what ``tf.io.TFRecordWriter`` writes)::
+
+    frame(r) = uint64le(len r) | masked_crc(uint64le(len r)) | r | masked_crc(r)
+    masked_crc(b) = ((c >> 15) | (c << 17)) + 0xa282ead8  (mod 2^32),  c = crc32c(b)
+
+Records go in as whole batches (one ``b"".join`` and one compressor call per batch), never
+one Beam element or one file call per record. The file is written under a temporary
+name in ``<root>/.temp-<run>`` and renamed into place when complete, so a retried bundle
+rewrites the same name with the same content and a reader never sees half a file
+(``finalize`` removes the temporary folder and writes an empty file for a split that has
+none, as Beam's sinks do).
+"""
+import os
+import struct
+import uuid
+import zlib
+from typing import Iterable, List, Optional, Sequence
+
+import google_crc32c
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+
+COMPRESSION_LEVEL = 1  # zlib's fastest: ~1.5x smaller than raw records at a fraction of level 6's cost
+_MASK_DELTA = 0xA282EAD8
+_LEN = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+TEMP_PREFIX = ".temp-"
+
+
+def _mask(c: int) -> int:
+    return (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    return _mask(google_crc32c.value(data))
+
+
+def frames(records: Sequence[bytes], tails: Optional[np.ndarray] = None) -> bytes:
+    """The TFRecord frames of ``records`` (module doc), concatenated; with ``tails`` ((n, k)
+    uint8), record i is ``records[i] + tails[i]`` (written without joining the two first)."""
+    parts: List[bytes] = []
+    if tails is None or not tails.shape[1]:
+        for r in records:
+            n = _LEN.pack(len(r))
+            parts += (n, _CRC.pack(masked_crc(n)), r, _CRC.pack(masked_crc(r)))
+        return b"".join(parts)
+    width = tails.shape[1]
+    flat = np.ascontiguousarray(tails).tobytes()
+    for i, r in enumerate(records):
+        n = _LEN.pack(len(r) + width)
+        tail = flat[i * width:(i + 1) * width]
+        parts += (n, _CRC.pack(masked_crc(n)), r, tail, _CRC.pack(_mask(google_crc32c.extend(
+            google_crc32c.value(r), tail))))
+    return b"".join(parts)
+
+
+def shard_name(prefix: str, shard: int, num_shards: int, suffix: str) -> str:
+    return f"{prefix}-{shard:05d}-of-{num_shards:05d}{suffix}"
+
+
+class ShardWriter:
+    """Writes one shard file: ``write(records)`` any number of times, then ``close()``
+    (renames the temporary file to ``path``); ``gzip=False`` writes plain bytes (text)."""
+
+    def __init__(self, path: str, tmp: str, gzip: bool = True):
+        self.path, self.count = path, 0
+        self._temp = os.path.join(tmp, f"{uuid.uuid4().hex}-{os.path.basename(path)}")
+        _ensure_dir(tmp)
+        self._file = FileSystems.create(self._temp, compression_type="uncompressed")
+        self._zip = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31) if gzip else None
+
+    def write_bytes(self, data: bytes) -> None:
+        self._file.write(self._zip.compress(data) if self._zip else data)
+
+    def write(self, records: Sequence[bytes], tails: Optional[np.ndarray] = None) -> None:
+        self.count += len(records)
+        self.write_bytes(frames(records, tails))
+
+    def close(self) -> str:
+        if self._zip:
+            self._file.write(self._zip.flush())
+        self._file.close()
+        _ensure_dir(os.path.dirname(self.path))
+        FileSystems.rename([self._temp], [self.path])
+        return self.path
+
+
+def _ensure_dir(path: str) -> None:
+    if not FileSystems.exists(path):
+        try:
+            FileSystems.mkdirs(path)
+        except IOError:  # made meanwhile by another writer
+            pass
+
+
+def temp_dir(root: str, run: str) -> str:
+    return os.path.join(root, TEMP_PREFIX + run)
+
+
+def finalize(root: str, run: str, split_dirs: Iterable[str], written: Iterable[str], prefix: str,
+             suffix: str) -> None:
+    """After every writer: an empty shard file in each split folder with none (readers of
+    the split find a file), and the run's temporary folder removed."""
+    have = {os.path.dirname(p) for p in written}
+    tmp = temp_dir(root, run)
+    for d in split_dirs:
+        if d not in have:
+            w = ShardWriter(os.path.join(d, shard_name(prefix, 0, 1, suffix)), tmp)
+            w.close()
+    if FileSystems.exists(tmp):
+        FileSystems.delete([tmp])
