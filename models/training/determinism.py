@@ -12,7 +12,10 @@ Same seed + same data -> the same weights, hence the same predictions, bit for b
   called later (the Trainer inside the tfx CLI), the pools stay as they are and the
   run is reproducible on machines with the same core count only (logged).
 
-The seed itself is TrainerConfig ``seed`` (tf.random.set_seed + the input shuffle).
+The seed itself is TrainerConfig ``seed``: run_fn calls keras.utils.set_random_seed (Python's
+random, NumPy, TensorFlow; tf-keras draws an unseeded initializer's seed from Python's
+random module, so tf.random.set_seed alone gave other initial weights in every process)
+and seeds the input shuffle.
 """
 from absl import logging
 

@@ -74,7 +74,9 @@ def run_fn(fn_args):
     check_model_type(config.model_type)  # fail before any data is read
     if config.deterministic:
         determinism.enable_determinism()
-    tf.random.set_seed(config.seed)
+    # Python's random, NumPy and TensorFlow: tf-keras draws an unseeded initializer's seed from
+    # Python's random module, so tf.random.set_seed alone leaves the initial weights per process
+    keras.utils.set_random_seed(config.seed)
 
     import tensorflow_transform as tft
 
