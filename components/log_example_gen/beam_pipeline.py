@@ -33,6 +33,7 @@ form (parsing.py), values (row_rules.py), join (side tables), window, duplicates
 """
 import os
 import uuid
+import zlib
 from typing import Any, Dict, List, Tuple
 
 import apache_beam as beam
@@ -51,7 +52,7 @@ from components.log_example_gen.side_tables import dead_letter_record
 
 METRICS_NAMESPACE = side_tables.METRICS_NAMESPACE
 EXAMPLES_FILE_PREFIX, EXAMPLES_FILE_SUFFIX = "data_tfrecord", ".gz"  # TFX ExampleGen's file names
-DEAD_LETTER_FILE_PREFIX = "bad_rows"
+DEAD_LETTER_FILE_PREFIX, DEAD_LETTER_FILE_SUFFIX = "bad_rows", ".jsonl"
 _BAD = ue.BAD
 
 
@@ -203,11 +204,16 @@ def _log_ranges(pbegin, files: List[Tuple[str, int]], range_bytes: int):
     """(byte ranges spread over the workers, side input of their RangeStarts)."""
     ranges = reading.plan_ranges([f for f in files if not reading.is_empty(f[1])], range_bytes)
     spread = pbegin | "LogRanges" >> beam.Create(ranges) | "SpreadRanges" >> beam.Reshuffle()
-    starts = (spread
-              | "CountQuotesAndLines" >> beam.Map(reading.count_range)
-              | "RangeCounts" >> beam.combiners.ToList()
-              | "RangeStarts" >> beam.Map(reading.range_starts))
+    counts = spread | "CountQuotesAndLines" >> beam.Map(reading.count_range)
+    starts = gather(pbegin, "RangeStarts", counts, reading.range_starts)
     return spread, beam.pvalue.AsSingleton(starts)
+
+
+def gather(pbegin, label: str, pcoll, fn, *side_inputs):
+    """One element, ``fn(list of pcoll's elements, *side inputs)``: the list as a side input (no
+    combiner's stages, as beam.combiners.ToList would add)."""
+    return (pbegin | f"{label}Seed" >> beam.Create([None])
+            | label >> beam.Map(lambda _, items, *args: fn(items, *args), beam.pvalue.AsList(pcoll), *side_inputs))
 
 
 def _ambiguous_ids(user_ids, video_ids):
@@ -250,7 +256,7 @@ class LogsToExamples(beam.PTransform):
                   .with_output_types(Any).with_outputs(_BAD, _COUNT, _DATES, main="good"))
 
         date_counts = parsed[_DATES] | "RowsPerDate" >> beam.CombinePerKey(sum)
-        date_list = date_counts | "DateCounts" >> beam.combiners.ToList()
+        date_list = gather(pbegin, "DateCounts", date_counts, list)
         window = date_list | "Window" >> beam.Map(
             lambda dc: date_window.infer_window(dict(dc), cfg.max_date_gap_days, list(cfg.date_window)))
         window_si = beam.pvalue.AsSingleton(window)
@@ -284,13 +290,10 @@ class LogsToExamples(beam.PTransform):
             users[side_tables.DROPPED] | "KeyDroppedUsers" >> beam.Map(lambda k: (k, 1)),
             videos[side_tables.DROPPED] | "KeyDroppedVideos" >> beam.Map(lambda k: (k, 1)),
         ]
-        counts = (count_pairs
-                  | "AllCountKeys" >> beam.Flatten()
-                  | "CountPerKey" >> beam.CombinePerKey(sum)
-                  | "CountList" >> beam.combiners.ToList()
-                  | "Summarize" >> beam.Map(
-                      lambda kc, splits, w: counts_lib.summarize_counts(kc, splits, w, empty_files),
-                      split_si, window_si))
+        per_key = count_pairs | "AllCountKeys" >> beam.Flatten() | "CountPerKey" >> beam.CombinePerKey(sum)
+        counts = gather(pbegin, "Summarize", per_key,
+                        lambda kc, splits, w: counts_lib.summarize_counts(kc, splits, w, empty_files), split_si,
+                        window_si)
 
         return {"written": built.written, "dead_letter": dead_letter, "counts": counts}
 
@@ -314,7 +317,31 @@ def write_log_examples(pbegin, inputs: ResolvedInputs, config: LogExampleGenConf
              lambda _, written: record_files.finalize(examples_uri, to_examples.run_id, split_dirs, written,
                                                       EXAMPLES_FILE_PREFIX, EXAMPLES_FILE_SUFFIX),
              beam.pvalue.AsList(out["written"])))
-    _ = out["dead_letter"] | "WriteDeadLetter" >> beam.io.WriteToText(
-        os.path.join(dead_letter_uri, DEAD_LETTER_FILE_PREFIX), file_name_suffix=".jsonl")
-    _ = out["counts"] | "WriteCounts" >> beam.io.WriteToText(
-        os.path.join(dead_letter_uri, COUNTS_FILE), shard_name_template="", num_shards=1)
+    shards = num_shards([(f.path, f.size) for f in inputs.files[LOG]])
+    dead_written = (out["dead_letter"]
+                    | "DeadLetterShard" >> beam.Map(lambda line: (zlib.crc32(line.encode("utf-8")) % shards, line))
+                    | "GroupDeadLetters" >> beam.GroupByKey()
+                    | "WriteDeadLetters" >> beam.Map(_write_lines, dead_letter_uri, to_examples.run_id, shards))
+    counts_written = out["counts"] | "WriteCounts" >> beam.Map(
+        lambda text: _write_text(os.path.join(dead_letter_uri, COUNTS_FILE), text + "\n",
+                                 record_files.temp_dir(dead_letter_uri, to_examples.run_id)))
+    _ = (pbegin | "FinalizeDeadLetters" >> beam.Create([None])
+         | "EmptyDeadLettersAndTemp" >> beam.Map(
+             lambda _, written, _counts: record_files.finalize(
+                 dead_letter_uri, to_examples.run_id, [dead_letter_uri], written, DEAD_LETTER_FILE_PREFIX,
+                 DEAD_LETTER_FILE_SUFFIX), beam.pvalue.AsList(dead_written), beam.pvalue.AsList(counts_written)))
+
+
+def _write_text(path: str, text: str, tmp: str) -> str:
+    writer = record_files.ShardWriter(path, tmp, gzip=False)
+    writer.write_bytes(text.encode("utf-8"))
+    return writer.close()
+
+
+def _write_lines(element, uri: str, run: str, shards: int) -> str:
+    """(shard, dead-letter JSON lines) -> bad_rows-SSSSS-of-NNNNN.jsonl, one line each (sorted: a
+    rerun writes the same file)."""
+    shard, lines = element
+    name = record_files.shard_name(DEAD_LETTER_FILE_PREFIX, shard, shards, DEAD_LETTER_FILE_SUFFIX)
+    return _write_text(os.path.join(uri, name), "".join(line + "\n" for line in sorted(lines)),
+                       record_files.temp_dir(uri, run))

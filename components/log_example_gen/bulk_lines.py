@@ -1,7 +1,8 @@
 """A byte range of a log file as arrays of lines (numpy): the bulk form of reading.read_range.
 
-When the range (and the tail read past its end to finish its last record) holds no
-``"`` and starts outside a quoted field, every record is one physical line, so with
+When the range starts outside a quoted field and every newline of it (and of the tail
+read past its end to finish its last record) is outside quotes (an even number of ``"``
+before it in the range), every record is one physical line, so with
 ``nl`` the positions of the newlines (file offsets) and ``line(start)`` from the range's
 prefix sums (reading.RangeStart)::
 
@@ -13,7 +14,7 @@ which are the offsets, lines and texts ``read_range`` gives record by record (he
 offset 0 skipped). Lines that are not plain (a byte outside printable ASCII, an empty
 line, a very long line) become ``reading.Record`` objects through ``reading``'s own
 decoding, so their problems and texts are those of the per-record reader. A range with a
-quote returns None: the caller reads it with ``read_range``.
+newline inside quotes returns None: the caller reads it with ``read_range``.
 """
 from typing import List, NamedTuple, Optional
 
@@ -55,14 +56,18 @@ def _read(r: reading.ByteRange):
 
 
 def read_lines(r: reading.ByteRange, start: reading.RangeStart) -> Optional[Lines]:
-    """The records starting in [r.start, r.end) (module doc), or None if the range has a quote."""
+    """The records starting in [r.start, r.end) (module doc), or None if a newline is inside quotes."""
     if start.quote_parity:
         return None
     data, base = _read(r)
-    if b'"' in data:
-        return None
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = np.flatnonzero(buf == 10) + base
+    if b'"' in data:
+        quote = buf == 34
+        quote[:r.start - base] = False  # the byte before the range is not in it
+        parity = np.cumsum(quote) % 2
+        if parity[nl - base].any() or parity[-1]:
+            return None  # a newline inside quotes (a record of several lines) or a quote never closed
     starts = nl + 1
     if r.start == 0:
         starts = np.concatenate([[0], starts])
@@ -90,12 +95,11 @@ def read_lines(r: reading.ByteRange, start: reading.RangeStart) -> Optional[Line
 
 def records(path: str, lines: Lines, index: np.ndarray) -> List[reading.Record]:
     """The plain records ``index`` as reading.Record objects (blank ones left out, as read_range does)."""
-    out = []
-    for s, e, n in zip(lines.start[index].tolist(), lines.end[index].tolist(), lines.line[index].tolist()):
-        text = lines.buf[s - lines.base:e - lines.base].tobytes().decode("ascii")
-        if text.strip():
-            out.append(reading.Record(path, n, s, text, None))
-    return out
+    text = lines.buf.tobytes().decode("latin-1")  # plain records are ASCII: one character a byte
+    base, record = lines.base, reading.Record
+    return [record(path, n, s, t, None) for s, e, n in zip(lines.start[index].tolist(), lines.end[index].tolist(),
+                                                          lines.line[index].tolist())
+            for t in (text[s - base:e - base],) if t.strip()]
 
 
 def texts(lines: Lines, index: np.ndarray) -> np.ndarray:
@@ -106,3 +110,11 @@ def texts(lines: Lines, index: np.ndarray) -> np.ndarray:
     inside = pos < e[:, None]
     mat = np.where(inside, lines.buf[np.minimum(pos, len(lines.buf) - 1)], 0).astype(np.uint8)
     return np.ascontiguousarray(mat).view(f"S{width}").reshape(-1)
+
+
+def read_records(path: str, size: int) -> List[reading.Record]:
+    """Every record of a whole file (header skipped), as reading.read_whole gives them."""
+    lines = read_lines(reading.ByteRange(path, 0, size), reading.RangeStart(0, 1))
+    if lines is None:
+        return list(reading.read_whole(path, size))
+    return sorted(records(path, lines, np.arange(len(lines.start))) + lines.others, key=lambda rec: rec.offset)

@@ -45,8 +45,9 @@ def fixed_length(kind: str, values: np.ndarray) -> int:
         return 4
     if kind != "int" or not len(values):
         return 0
-    lengths = varint_length(values)
-    return int(lengths[0]) if (lengths == lengths[0]).all() else 0
+    ends = varint_length(np.array([values.min(), values.max()], dtype=np.int64))
+    # non-decreasing in the value among non-negative values; every negative value takes 10 bytes
+    return int(ends[0]) if ends[0] == ends[1] and (values.min() >= 0 or values.max() < 0) else 0
 
 
 def _payload(kind: str, values: np.ndarray, n: int, size: int) -> np.ndarray:

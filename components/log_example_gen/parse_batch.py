@@ -152,6 +152,8 @@ def _field_values(lines: bulk_lines.Lines, ncols: int, idx: Sequence[int]) -> Tu
     used = np.asarray(idx)
     first, stop = sep[:, used] + 1, sep[:, used + 1]
     width = stop - first
+    quotes = np.concatenate([[0], np.cumsum(buf == 34)])
+    fast &= quotes[e] == quotes[s]  # a quoted field: the csv module splits it
     non_digit = np.concatenate([[0], np.cumsum((buf < 48) | (buf > 57))])
     fast &= ((width >= 1) & (width <= 18) & (non_digit[np.clip(stop, 0, len(buf))]
                                              == non_digit[np.clip(first, 0, len(buf))])).all(axis=1)

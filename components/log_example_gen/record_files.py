@@ -42,19 +42,22 @@ def masked_crc(data: bytes) -> int:
 def frames(records: Sequence[bytes], tails: Optional[np.ndarray] = None) -> bytes:
     """The TFRecord frames of ``records`` (module doc), concatenated; with ``tails`` ((n, k)
     uint8), record i is ``records[i] + tails[i]`` (written without joining the two first)."""
+    width = 0 if tails is None else tails.shape[1]
+    flat = np.ascontiguousarray(tails).tobytes() if width else b""
+    heads: dict = {}  # length -> its 12 bytes (lengths repeat)
     parts: List[bytes] = []
-    if tails is None or not tails.shape[1]:
-        for r in records:
-            n = _LEN.pack(len(r))
-            parts += (n, _CRC.pack(masked_crc(n)), r, _CRC.pack(masked_crc(r)))
-        return b"".join(parts)
-    width = tails.shape[1]
-    flat = np.ascontiguousarray(tails).tobytes()
+    add, value, extend, pack = parts.extend, google_crc32c.value, google_crc32c.extend, _CRC.pack
     for i, r in enumerate(records):
-        n = _LEN.pack(len(r) + width)
-        tail = flat[i * width:(i + 1) * width]
-        parts += (n, _CRC.pack(masked_crc(n)), r, tail, _CRC.pack(_mask(google_crc32c.extend(
-            google_crc32c.value(r), tail))))
+        size = len(r) + width
+        head = heads.get(size)
+        if head is None:
+            n = _LEN.pack(size)
+            head = heads[size] = n + pack(masked_crc(n))
+        if width:
+            tail = flat[i * width:(i + 1) * width]
+            add((head, r, tail, pack(_mask(extend(value(r), tail)))))
+        else:
+            add((head, r, pack(_mask(value(r)))))
     return b"".join(parts)
 
 
@@ -103,13 +106,13 @@ def temp_dir(root: str, run: str) -> str:
 
 def finalize(root: str, run: str, split_dirs: Iterable[str], written: Iterable[str], prefix: str,
              suffix: str) -> None:
-    """After every writer: an empty shard file in each split folder with none (readers of
-    the split find a file), and the run's temporary folder removed."""
+    """After every writer: an empty shard file in each folder with none (readers of a split
+    find a file; gzipped if ``suffix`` ends with .gz), and the run's temporary folder removed."""
     have = {os.path.dirname(p) for p in written}
     tmp = temp_dir(root, run)
     for d in split_dirs:
         if d not in have:
-            w = ShardWriter(os.path.join(d, shard_name(prefix, 0, 1, suffix)), tmp)
+            w = ShardWriter(os.path.join(d, shard_name(prefix, 0, 1, suffix)), tmp, gzip=suffix.endswith(".gz"))
             w.close()
     if FileSystems.exists(tmp):
         FileSystems.delete([tmp])

@@ -20,7 +20,7 @@ import apache_beam as beam
 import numpy as np
 
 from components.log_example_gen import columns as C
-from components.log_example_gen import reading, side_columns
+from components.log_example_gen import bulk_lines, reading, side_columns
 
 METRICS_NAMESPACE = "log_example_gen"
 BAD, DROPPED, AMBIGUOUS = "bad", "dropped", "ambiguous"
@@ -44,8 +44,11 @@ def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
     header = headers[path]
     id_name, _ = side_columns.TABLES[table]
     recs, rows = [], []
-    for rec in reading.read_whole(path, size):
-        fields = None if rec.problem else side_columns.split_fields(rec.text)
+    records = bulk_lines.read_records(path, size)
+    split = side_columns.split_all([rec.text for rec in records if not rec.problem])
+    fields_of = iter(split)
+    for rec in records:
+        fields = None if rec.problem else next(fields_of)
         if rec.problem:
             yield _bad(table, rec, rec.problem)
         elif fields is None or len(fields) != len(header):
@@ -106,9 +109,10 @@ def read_side_table(pbegin, table: str, files):
               | f"Files_{table}" >> beam.Create(files)
               | f"Parse_{table}" >> beam.FlatMap(_parse_file, table, headers)
               .with_output_types(Any).with_outputs(BAD, main="rows"))
-    deduped = (parsed.rows
-               | f"AllFiles_{table}" >> beam.combiners.ToList()
-               | f"OnePerId_{table}" >> beam.FlatMap(_one_per_id, table)
+    deduped = (pbegin
+               | f"AllFiles_{table}" >> beam.Create([None])
+               | f"OnePerId_{table}" >> beam.FlatMap(lambda _, parts: _one_per_id(parts, table),
+                                                     beam.pvalue.AsList(parsed.rows))
                .with_output_types(Any).with_outputs(BAD, DROPPED, AMBIGUOUS, main="rows"))
     bad = (parsed[BAD], deduped[BAD]) | f"Bad_{table}" >> beam.Flatten()
     return {"rows": deduped.rows, BAD: bad, DROPPED: deduped[DROPPED], AMBIGUOUS: deduped[AMBIGUOUS]}

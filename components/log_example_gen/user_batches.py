@@ -11,6 +11,7 @@ a kept row (same user, time and trimmed text) is dropped / bad / kept by
     c(i) = #eligible rows of i's user before p(i) (columns.known_prefix with D = 0)
     hist(i)[k] = the (c(i) - k)-th eligible row of the user,  k < min(c(i), L)
 """
+import re
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -25,8 +26,14 @@ _PAD = {"video_id": HISTORY_PAD_ID, "author_id": HISTORY_PAD_ID, "tab": HISTORY_
         "is_click": 0, "watch_time_s": 0.0, "time_gap_s": 0.0}
 
 
+_QUOTE_OR_SPACE = re.compile(r'[\s"]')
+
+
 def duplicate_key(text: str) -> str:
-    """user_examples.GoodRow.duplicate_key of a raw record."""
+    """user_examples.GoodRow.duplicate_key of a raw record (a record with no quote and no
+    white space is its own key: split on commas, nothing to strip, joined back)."""
+    if text and _QUOTE_OR_SPACE.search(text) is None:
+        return text
     return ",".join(f.strip() for f in (parsing.split_csv_line(text) or [text]))
 
 

@@ -26,7 +26,8 @@ def _ranges(path):
     return out
 
 
-_ODD_LINES = ["", "   ", "1,2,é,4", "1,\x00,3,4", "1,2\t,3,4", "1,2,3", "1,2,3,4,5", "7,8,9,10 "]
+_ODD_LINES = ["", "   ", "1,2,é,4", "1,\x00,3,4", "1,2\t,3,4", "1,2,3", "1,2,3,4,5", "7,8,9,10 ", '1,"2,3",4',
+              '"a""b",1,2,3']
 
 
 def _write(tmp_path, name, lines, eol, bom=False):
@@ -49,10 +50,19 @@ def test_bulk_lines_are_the_records_of_read_range(tmp_path, seed):
     if seed == 5:  # an invalid UTF-8 record
         with open(path, "ab") as f:
             f.write(b"\n\xff\xfe,1,2,3\n")
+    if seed in (6, 7):  # a quoted newline, a quote never closed
+        with open(path, "ab") as f:
+            f.write(b'\n1,"x\ny",2,3\n' if seed == 6 else b'\n1,"x,2,3')
+    bulk = 0
     for r, start in _ranges(path):
         got = bulk_lines.read_lines(r, start)
+        if got is None:  # left to read_range
+            continue
+        bulk += 1
         recs = bulk_lines.records(path, got, np.arange(len(got.start))) + got.others
         assert sorted(recs, key=lambda x: x.offset) == list(reading.read_range(r, start))
+    assert bulk > 0
+    assert bulk_lines.read_records(path, os.path.getsize(path)) == list(reading.read_whole(path, os.path.getsize(path)))
 
 
 def test_a_range_with_a_quote_is_left_to_read_range(tmp_path):
@@ -143,6 +153,8 @@ def test_split_fields_is_the_csv_split():
         except Exception:  # noqa: BLE001 (the csv module's own error)
             continue
         assert SC.split_fields(text) == want, text
+    for texts in (["1,2", '1,"2,3",4', '"a""b",c'], ["1,2", '"a"b,c', "x"], ["1,2", "1\r2"], ['1,"2', "3"]):
+        assert SC.split_all(texts) == [SC.split_fields(t) for t in texts], texts
 
 
 def test_shard_files_are_tfrecords(tmp_path):
@@ -212,3 +224,23 @@ def test_records_with_fixed_length_tails_parse_to_the_encoder_s_examples():
     assert decoder.DecodeBatch(rows).equals(decoder.DecodeBatch(want))
     # the writer frames record + tail as one TFRecord
     assert record_files.frames(records, tails) == record_files.frames(rows)
+
+
+def test_duplicate_key_fast_path_is_the_csv_key():
+    from components.log_example_gen import user_batches
+
+    for text in ["1,2,3", "1, 2,3", '1,"2",3', "a,,b", "1,2\t", "x", "1,２,3", '"a,b",c', ""]:
+        want = ",".join(f.strip() for f in (parsing.split_csv_line(text) or [text]))
+        assert user_batches.duplicate_key(text) == want, text
+
+
+def test_fixed_length_is_one_varint_length_for_all_values():
+    from components.log_example_gen import example_block as B
+
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        values = rng.integers(-3, 1 << int(rng.integers(1, 63)), int(rng.integers(1, 6)))
+        values = np.abs(values) if rng.random() < 0.3 else values
+        lengths = [len(B.varint(int(v) & (2**64 - 1))) for v in values]
+        assert B.fixed_length("int", values) == (lengths[0] if len(set(lengths)) == 1 else 0), values
+    assert B.fixed_length("float", np.zeros(3)) == 4 and B.fixed_length("bytes", np.array(["a"])) == 0
