@@ -94,11 +94,6 @@ def feature_columns(table: str, header: Sequence[str], rows: Sequence[Sequence[s
     return {f: parse_column(by_name.get(c), len(rows), g) for f, (c, g) in spec.items()}
 
 
-def features_of(columns: Dict[str, list], k: int) -> dict:
-    """The features dict of row k (what the per-row parser returns)."""
-    return {f: v[k] for f, v in columns.items()}
-
-
 class SideTable:
     """Kept ids (sorted, unique) and their feature columns as numpy arrays (module doc)."""
 

@@ -140,10 +140,10 @@ def test_side_columns_equal_the_per_row_parser(table):
             assert reasons[k] == str(e)
             continue
         assert reasons[k] is None and ids[k] == want_id
-        assert SC.features_of(cols, k) == want
+        assert {f: v[k] for f, v in cols.items()} == want
         assert SC.row_features(as_arrays, k) == want
     missing = SC.feature_columns(table, [id_name], [["1"]])  # absent columns: the row parser's defaults
-    assert SC.features_of(missing, 0) == parse_fn({id_name: "1"})[1]
+    assert {f: v[0] for f, v in missing.items()} == parse_fn({id_name: "1"})[1]
 
 
 def test_split_fields_is_the_csv_split():
