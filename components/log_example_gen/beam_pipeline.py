@@ -203,7 +203,7 @@ class _BuildExamples(beam.DoFn):
 def _log_ranges(pbegin, files: List[Tuple[str, int]], range_bytes: int):
     """(byte ranges spread over the workers, side input of their RangeStarts)."""
     ranges = reading.plan_ranges([f for f in files if not reading.is_empty(f[1])], range_bytes)
-    spread = pbegin | "LogRanges" >> beam.Create(ranges) | "SpreadRanges" >> beam.Reshuffle()
+    spread = pbegin | "Ranges" >> beam.Impulse() | "LogRanges" >> beam.FlatMap(lambda _: ranges) | "SpreadRanges" >> beam.Reshuffle()
     counts = spread | "CountQuotesAndLines" >> beam.Map(reading.count_range)
     starts = gather(pbegin, "RangeStarts", counts, reading.range_starts)
     return spread, beam.pvalue.AsSingleton(starts)
@@ -211,8 +211,9 @@ def _log_ranges(pbegin, files: List[Tuple[str, int]], range_bytes: int):
 
 def gather(pbegin, label: str, pcoll, fn, *side_inputs):
     """One element, ``fn(list of pcoll's elements, *side inputs)``: the list as a side input (no
-    combiner's stages, as beam.combiners.ToList would add)."""
-    return (pbegin | f"{label}Seed" >> beam.Create([None])
+    combiner's stages, as beam.combiners.ToList would add), from its own beam.Impulse (a branch
+    shared by stages that feed each other's side inputs cannot be fused into one stage)."""
+    return (pbegin | f"{label}Seed" >> beam.Impulse()
             | label >> beam.Map(lambda _, items, *args: fn(items, *args), beam.pvalue.AsList(pcoll), *side_inputs))
 
 
@@ -241,7 +242,7 @@ class LogsToExamples(beam.PTransform):
         videos = side_tables.read_side_table(pbegin, "video", files[VIDEO])
         users_si, videos_si = beam.pvalue.AsSingleton(users["rows"]), beam.pvalue.AsSingleton(videos["rows"])
         ambiguous_si = beam.pvalue.AsSingleton(
-            pbegin | "Ambiguous" >> beam.Create([None])
+            pbegin | "Ambiguous" >> beam.Impulse()
             | "AmbiguousIds" >> beam.Map(lambda _, u, v: _ambiguous_ids(u, v),
                                          beam.pvalue.AsList(users["ambiguous"]),
                                          beam.pvalue.AsList(videos["ambiguous"])))
@@ -312,7 +313,7 @@ def write_log_examples(pbegin, inputs: ResolvedInputs, config: LogExampleGenConf
     to_examples = LogsToExamples(inputs, config, examples_uri)
     out = pbegin | "LogsToExamples" >> to_examples
     split_dirs = [split_uri(examples_uri, s) for s in time_split.SPLIT_NAMES]
-    _ = (pbegin | "FinalizeExamples" >> beam.Create([None])
+    _ = (pbegin | "FinalizeExamplesSeed" >> beam.Impulse()
          | "EmptySplitsAndTemp" >> beam.Map(
              lambda _, written: record_files.finalize(examples_uri, to_examples.run_id, split_dirs, written,
                                                       EXAMPLES_FILE_PREFIX, EXAMPLES_FILE_SUFFIX),
@@ -325,7 +326,7 @@ def write_log_examples(pbegin, inputs: ResolvedInputs, config: LogExampleGenConf
     counts_written = out["counts"] | "WriteCounts" >> beam.Map(
         lambda text: _write_text(os.path.join(dead_letter_uri, COUNTS_FILE), text + "\n",
                                  record_files.temp_dir(dead_letter_uri, to_examples.run_id)))
-    _ = (pbegin | "FinalizeDeadLetters" >> beam.Create([None])
+    _ = (pbegin | "FinalizeDeadLettersSeed" >> beam.Impulse()
          | "EmptyDeadLettersAndTemp" >> beam.Map(
              lambda _, written, _counts: record_files.finalize(
                  dead_letter_uri, to_examples.run_id, [dead_letter_uri], written, DEAD_LETTER_FILE_PREFIX,

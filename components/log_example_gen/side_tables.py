@@ -106,11 +106,12 @@ def read_side_table(pbegin, table: str, files):
     files = [(p, s) for p, s in files if not reading.is_empty(s)]
     headers = {p: reading.read_header(p) for p, _ in files}
     parsed = (pbegin
-              | f"Files_{table}" >> beam.Create(files)
+              | f"Start_{table}" >> beam.Impulse()
+              | f"Files_{table}" >> beam.FlatMap(lambda _: files)
               | f"Parse_{table}" >> beam.FlatMap(_parse_file, table, headers)
               .with_output_types(Any).with_outputs(BAD, main="rows"))
     deduped = (pbegin
-               | f"AllFiles_{table}" >> beam.Create([None])
+               | f"AllFiles_{table}" >> beam.Impulse()
                | f"OnePerId_{table}" >> beam.FlatMap(lambda _, parts: _one_per_id(parts, table),
                                                      beam.pvalue.AsList(parsed.rows))
                .with_output_types(Any).with_outputs(BAD, DROPPED, AMBIGUOUS, main="rows"))
