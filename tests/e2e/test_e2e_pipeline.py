@@ -9,10 +9,11 @@
    Transform from run 1 (checked), is evaluated against run 1's model (Resolver,
    LatestBlessedModelStrategy), fails the AUC floor and the allowed AUC drop ->
    NOT_BLESSED; the Pusher publishes nothing, the serving dir keeps run 1's version.
-3. Gates from measured noise (#34): the same trainer with another seed on the same data
-   (cached upstream again) is BLESSED against run 1 and pushed as a new version: the
-   change thresholds (pipeline/configs/evaluation.py, bench/results/gate_noise.json) sit
-   outside run-to-run noise, while test 2's shuffled-label candidate stays refused.
+3. Gates from measured noise (#34) are checked without a pipeline run in
+   tests/pipeline/test_gate_noise.py: on this small fixture (baseline ranker, ~7k eval
+   rows) two seeds differ by ~0.035 AUC, ten times the default model's noise on the
+   default data, so a same-data other-seed blessing here would test the fixture's size,
+   not the gates.
 (The real-log run is tests/e2e/test_real_logs.py: a file of its own, so pytest-xdist
 runs it beside this one.)
 
@@ -127,36 +128,6 @@ def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     # The report of the degraded run says so.
     page = open(os.path.join(e2e_utils.newest_report_dir(out), "index.html"), encoding="utf-8").read()
     assert "NOT BLESSED" in page and 'class="fail"' in page
-
-
-def test_same_data_other_seed_candidate_is_blessed(cli_run):
-    from tfx import v1 as tfx
-
-    from components.model_report import inputs
-    from pipeline import configs
-    from pipeline.runners import build_local
-
-    logs, out, _ = cli_run
-    root = configs.output_paths(out)["pipeline_root"]
-    versions = e2e_utils.pushed_versions(out)
-    models = len(_executions(root, "Trainer", "model"))
-    incumbent = {g.metric: g.value for g in inputs.load_evaluation(
-        _executions(root, "Evaluator", "evaluation")[0]).gates}  # run 1's values
-    other_seed = configs.trainer_config(CLI_MODEL_TYPE, watch_head=CLI_WATCH_HEAD, seed=configs.SEED + 1)
-    tfx.orchestration.LocalDagRunner().run(build_local(logs, out, enable_cache=True, trainer_config=other_seed,
-                                                       model_report=False))
-
-    assert len(_executions(root, "Transform", "transform_graph")) == 1  # cached again
-    assert len(_executions(root, "Trainer", "model")) == models + 1  # this seed trained
-    evaluation = inputs.load_evaluation(_executions(root, "Evaluator", "evaluation")[-1])
-    assert evaluation.has_baseline  # against run 1 (the latest blessed model), not test 2's refused one
-    assert evaluation.overall().baseline["click_prob"]["auc"] == pytest.approx(incumbent["auc"], abs=1e-6)
-    assert evaluation.validation_ok, [(g.metric, g.kind, g.change, g.message) for g in evaluation.gates]
-    changes = {g.metric: g.change for g in evaluation.gates if g.kind == "change"}
-    assert set(changes) == {"auc", "xauc", "mean_absolute_error"}
-    assert changes["auc"] != 0.0  # a different model (another seed), not run 1's again
-    assert e2e_utils.blessed(out)
-    assert len(e2e_utils.pushed_versions(out)) == len(versions) + 1
 
 
 def _free_port() -> int:
