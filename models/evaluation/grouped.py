@@ -27,8 +27,8 @@ import numpy as np
 _PAIR_BUDGET = 1 << 22  # padded pair cells per chunk of users (memory ~ 3 x 8 x this bytes)
 
 
-def rank_discount_table(n: int, k: int, discount: str) -> np.ndarray:
-    """``D[r]`` = summed discount of ranks 1..r (``D[0] = 0``), ranks up to n."""
+def rank_discount(n: int, k: int, discount: str) -> np.ndarray:
+    """Exposure of ranks 1..n: ``1/log2(r+1)`` ("log2") or 1 ("uniform") for r <= k, else 0."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     r = np.arange(1, n + 1, dtype=np.float64)
@@ -39,7 +39,12 @@ def rank_discount_table(n: int, k: int, discount: str) -> np.ndarray:
     else:
         raise ValueError(f"discount must be 'log2' or 'uniform', got {discount!r}")
     d[k:] = 0.0
-    return np.concatenate([[0.0], np.cumsum(d)])
+    return d
+
+
+def rank_discount_table(n: int, k: int, discount: str) -> np.ndarray:
+    """``D[r]`` = summed discount of ranks 1..r (``D[0] = 0``), ranks up to n."""
+    return np.concatenate([[0.0], np.cumsum(rank_discount(n, k, discount))])
 
 
 def _rank_in_user(uid_sorted: np.ndarray) -> np.ndarray:

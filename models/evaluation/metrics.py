@@ -219,21 +219,6 @@ def _user_index(user_ids, *arrays):
     return uid.reshape(-1), uniq.size
 
 
-def _rank_discount(n: int, k: int, discount: str) -> np.ndarray:
-    """Exposure of ranks 1..n: ``1/log2(r+1)`` ("log2") or 1 ("uniform") for r <= k, else 0."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    r = np.arange(1, n + 1, dtype=np.float64)
-    if discount == "log2":
-        d = 1.0 / np.log2(r + 1.0)
-    elif discount == "uniform":
-        d = np.ones(n)
-    else:
-        raise ValueError(f"discount must be 'log2' or 'uniform', got {discount!r}")
-    d[k:] = 0.0
-    return d
-
-
 def tie_averaged_discounts(scores, k: int, discount: str = "log2") -> np.ndarray:
     """Expected rank discount of each item when ranking by ``scores`` descending.
 
@@ -244,7 +229,7 @@ def tie_averaged_discounts(scores, k: int, discount: str = "log2") -> np.ndarray
     s = _1d(scores, "scores")
     order = np.argsort(-s, kind="stable")
     ss = s[order]
-    d = _rank_discount(s.size, k, discount)
+    d = G.rank_discount(s.size, k, discount)
     new = np.ones(s.size, dtype=bool)
     new[1:] = ss[1:] != ss[:-1]
     run = np.cumsum(new) - 1

@@ -49,7 +49,7 @@ from typing import Callable, List, Optional, Sequence
 import apache_beam as beam
 from tensorflow_model_analysis.metrics import metric_types
 
-from models.evaluation import metrics as M
+from models.evaluation import grouped as G
 from models.evaluation.tfma import combiners as C
 from models.evaluation.tfma.inputs import Reader
 from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS
@@ -144,7 +144,7 @@ def _model_ecs_computations(name=None, k=10, discount="log2", prediction_output=
                             user_key="user_id", item_key="video_id",
                             max_rows=DEFAULT_MAX_ROWS, sample_seed=0, model_names=None,
                             output_names=None, example_weighted=False):
-    M._rank_discount(1, int(k), discount)  # validates k and discount early
+    G.rank_discount(1, int(k), discount)  # validates k and discount early
     name = name or f"ecs_model@{k}"
     return _computations(
         name, [name + "_rows_sampled_out"], [user_key, item_key],
