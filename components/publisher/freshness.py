@@ -13,7 +13,11 @@ A DELTA publish (`publish_delta`):
     2. ranks each table's compact rows by config.delta_priority (current: this training's
        mean optimizer state and touches since each row's last publish; published: the
        state's per-row opt_state and the rows version N holds) and writes the top
-       delta_row_fraction rows + the changed dense weights (models/publishing/delta.py);
+       delta_row_fraction rows + the changed dense weights (models/publishing/delta.py)
+       when this delta is on the dense schedule (`sends_dense`: every dense_every-th delta
+       since the last full version); coded dense weights (int8_delta / fp16_delta) are the
+       difference from version N's own checkpoint, the exact served weights, so their
+       rounding never compounds over deltas (models/publishing/dense_delta.py);
     3. assembles N + delta with serving/patcher.py in the scratch dir and verifies the
        ASSEMBLED model against the trained one (`verify`: NE/AUC/XAUC gates, golden
        requests); a refusal raises PublishRefused and nothing is published;
@@ -63,6 +67,13 @@ def choose(serving_base: str, config, transform_fp: str) -> Tuple[str, str, Opti
     if st.fingerprints.get("transform") != transform_fp:
         return "full", "the Transform output (vocabularies) changed", None
     return "delta", f"publish {st.runs_since_full + 1} of {config.full_every} since the last full version", st
+
+
+def sends_dense(config, delta_number: int) -> bool:
+    """Whether the delta_number-th delta since the last full version (1, 2, …) carries the
+    dense weights: every config.dense_every-th one; never with dense_every 0."""
+    every = int(config.dense_every)
+    return every > 0 and delta_number % every == 0
 
 
 def _table_vectors(importance, name: str, plan, rows: int) -> Dict[str, np.ndarray]:
@@ -137,8 +148,9 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
             priority = "row_change"  # no optimizer state in the row importance: the row change instead
         version = int(version if version is not None else versioning.next_version(serving_base))
         try:
+            with_dense = sends_dense(config, st.runs_since_full + 1)
             d = delta_lib.compute_delta(base_vars, new_vars, keys, config.delta_row_fraction, priority, current,
-                                        published, config.delta_dense, seed=version)
+                                        published, config.delta_dense, seed=version, send_dense=with_dense)
         except delta_lib.DeltaMismatchError as e:
             raise FallBackToFull(str(e)) from None
         delta_tmp, assembled = os.path.join(scratch, "delta"), os.path.join(scratch, "assembled")
@@ -169,7 +181,7 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
     state_lib.save(serving_base, st)
     return {"kind": "delta", "bytes": int(manifest["total_bytes"]), "base_version": manifest["base_version"],
             "delta_path": final_delta, "delta_priority": priority, "delta_row_fraction": config.delta_row_fraction,
-            "delta_dense": config.delta_dense, "delta_tables": tables,
+            "delta_dense": config.delta_dense, "delta_dense_sent": with_dense, "delta_tables": tables,
             "delta_dense_bytes": manifest["dense"]["bytes"], "delta_dense_variables": len(d.dense),
             "rows_sent": manifest["rows_sent"], "tables": built["tables"], "version": result["version"],
             "path": result["path"], "removed_versions": result["removed_versions"],

@@ -7,7 +7,7 @@ from models.publishing.priority import PRIORITIES as DELTA_PRIORITIES
 from models.publishing.pruning import DEFAULT_ROWS
 
 CRITERIA = ("opt_state", "l2_norm", "touch_count", "saliency")
-DELTA_DENSE = ("fp32", "fp16")
+DELTA_DENSE = ("fp32", "fp16", "int8_delta", "fp16_delta")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +47,12 @@ class PublishConfig:
         the SavedModel's verification still decides.
     full_every: a full version every this many publishes (1: always full); in between, a
         delta (models/publishing/delta.py) of each table's top delta_row_fraction rows by
-        delta_priority plus the dense weights in delta_dense ("fp32" | "fp16"); a full
-        version also whenever the config, the Transform output or the graph changes.
+        delta_priority plus the dense weights in delta_dense ("fp32" | "fp16" values, or
+        "int8_delta" | "fp16_delta": the difference from the served weights, quantized,
+        models/publishing/dense_delta.py); a full version also whenever the config, the
+        Transform output or the graph changes.
+    dense_every: the dense weights ride on every dense_every-th delta since the last full
+        version (1: every delta; 0: only with full versions); the other deltas carry rows only.
     """
 
     prune_fraction: Optional[float]
@@ -73,6 +77,7 @@ class PublishConfig:
     delta_row_fraction: float = 0.05
     delta_priority: str = "opt_state_change"
     delta_dense: str = "fp32"
+    dense_every: int = 1
     allocation: str = "per_table"
     tail_centroids: int = 1
     min_table_share: float = 0.07
@@ -109,6 +114,8 @@ class PublishConfig:
                              f"got {self.delta_priority!r}")
         if self.delta_dense not in DELTA_DENSE:
             raise ValueError(f"PublishConfig.delta_dense must be one of {DELTA_DENSE}, got {self.delta_dense!r}")
+        if int(self.dense_every) < 0:
+            raise ValueError(f"PublishConfig.dense_every must be >= 0, got {self.dense_every}")
         if not 0.0 <= float(self.min_table_share) < 1.0:
             raise ValueError(f"PublishConfig.min_table_share must be in [0, 1), got {self.min_table_share}")
         for name in ("max_ne_loss", "max_auc_drop", "max_xauc_drop"):

@@ -15,10 +15,14 @@ For each table t with K_t compact rows of width D_t (int8 rows x̂ = q·scale + 
 and the delta holds, per table, S_t (uint16 when K_t ≤ 65536, else int32), q[S_t]
 (uint8) and scale_bias[S_t] (fp16 [k_t, 2]) — or the fp32 rows for tables left unquantized —
 and every dense (non-table) variable whose value changed, in fp32 or fp16 (delta_dense;
-non-float variables as they are). Payload bytes:
+non-float variables as they are), or coded as its difference from the served value
+(delta_dense "int8_delta": int8 codes + one float32 step per tensor; "fp16_delta": fp16
+differences; models/publishing/dense_delta.py), or none (send_dense False: the Publisher's
+dense schedule, PublishConfig.dense_every). Payload bytes:
 
     B = Σ_t k_t·(i_t + D_t + 4)   [int8 tables]   + Σ_t k_t·(i_t + 4·D_t)   [fp32 tables]
-      + Σ_dense n_v·(4 | 2)       (+ npz framing, ~300 B per array; manifest ~1 KB)
+      + Σ_dense n_v·(4 | 2)       [fp32 | fp16]   or deflate(Σ_dense n_v·(1 | 2) + 4)  [coded]
+      (+ npz framing, ~300 B per array; manifest ~1 KB)
 
 with k_t = |S_t| and i_t = 2 or 4 the index width; a full version is Σ_t (remap + K_t·(D_t+4))
 + the dense weights in fp32 (+ graph, assets).
@@ -31,8 +35,10 @@ Rows are chosen and sent as indices into the table's own K_t rows and written at
 Layout (`<serving base>/deltas/<version>/`, written to a temp dir, fsynced, renamed):
 `manifest.json` (format, base_version, version, per table: checkpoint keys, rows total /
 sent, dim, quantized, file, bytes, sha256; dense: dtype, file, bytes, sha256, and per
-checkpoint key its entry, dtype and shape; total_bytes), `tables/<table>.npz`
-(rows, values[, scale_bias]) and `dense.npz`. `read_delta` verifies every checksum.
+checkpoint key its entry, coding (value | int8_delta | fp16_delta), dtype and shape;
+total_bytes), `tables/<table>.npz` (rows, values[, scale_bias]) and `dense.npz` (coded:
+`<entry>` the codes, `<entry>_scale` the step; deflate-compressed). `read_delta` verifies
+every checksum; `apply_delta` adds a coded variable to the base's value (float32).
 
 Written like a version: temp dir, fsync, one rename (models/publishing/atomic_files.py).
 """
@@ -49,17 +55,17 @@ import numpy as np
 
 from models.publishing import priority as priority_lib
 from models.publishing.atomic_files import atomic_rename, temp_dir_for
-from models.publishing import pruning, quantization
+from models.publishing import dense_delta, pruning, quantization
 
 MANIFEST = "manifest.json"
 DELTAS_DIR = "deltas"
 DENSE_FILE = "dense.npz"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 TABLE_PARTS = ("values", "scale_bias", "remap", "extent")
-DENSE_DTYPES = ("fp32", "fp16")
-# 3: a batched table's rows are local to its slice of the batch (`extent`); 2: one
+DENSE_DTYPES = ("fp32", "fp16") + dense_delta.CODINGS
+# 4: dense variables may be coded against the base (dense_delta.py); 3: a batched table's rows are local to its slice of the batch (`extent`); 2: one
 # scale_bias [K, 2] part; 1: scale and bias [K, 1]
-FORMAT = 3
+FORMAT = 4
 
 
 class DeltaError(ValueError):
@@ -76,8 +82,9 @@ class DeltaMismatchError(DeltaError):
 
 @dataclasses.dataclass
 class Delta:
-    """tables: {name: {"rows", "values"[, "scale_bias"]}}; dense: {checkpoint key: array};
-    keys: {table: {part: checkpoint key}}; stats: per-table rows_total / dim / quantized."""
+    """tables: {name: {"rows", "values"[, "scale_bias"]}}; dense: {checkpoint key: array, or
+    dense_delta.Coded for a coded float variable}; keys: {table: {part: checkpoint key}};
+    stats: per-table rows_total / dim / quantized."""
     tables: Dict[str, Dict[str, np.ndarray]]
     dense: Dict[str, np.ndarray]
     keys: Dict[str, Dict[str, str]]
@@ -184,13 +191,14 @@ def check_same_layout(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], w
 def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys: Dict[str, Dict[str, str]],
                   fraction: float, priority: str, current: Optional[Dict[str, dict]] = None,
                   published: Optional[Dict[str, dict]] = None, dense_dtype: str = "fp32",
-                  seed: int = 0) -> Delta:
+                  seed: int = 0, send_dense: bool = True) -> Delta:
     """The delta from checkpoint `base` to checkpoint `new` (module docstring).
 
     current[t]: {"opt_state": [K_t], "touch_count": [K_t]} of this training per compact row
     (the rows are added here); published[t]: {"opt_state": [K_t]} at each row's last publish
     (the rows the server holds are read from `base`); a table absent from `published` (or
-    published None) ranks every row +inf: the ⌈f·K_t⌉ lowest indices (fraction 1: all rows)."""
+    published None) ranks every row +inf: the ⌈f·K_t⌉ lowest indices (fraction 1: all rows).
+    send_dense False: no dense variable (the server keeps the base's)."""
     if dense_dtype not in DENSE_DTYPES:
         raise ValueError(f"compute_delta: dense_dtype must be one of {DENSE_DTYPES}, got {dense_dtype!r}")
     check_same_layout(base, new)
@@ -217,24 +225,42 @@ def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys:
         tables[name] = entry
         stats[name] = {"rows_total": int(k_rows), "dim": int(dim), "quantized": "scale_bias" in parts}
     dense, unchanged = {}, 0
-    for k in sorted(new):
+    for k in sorted(new) if send_dense else ():
         if k == OBJECT_GRAPH_KEY or k in table_vars:
             continue
         value = np.asarray(new[k])
         if value.tobytes() == np.asarray(base[k]).tobytes():
             unchanged += 1
             continue
-        if dense_dtype == "fp16" and value.dtype == np.float32:
+        if dense_dtype in dense_delta.CODINGS and value.dtype == np.float32:
+            value = dense_delta.encode(base[k], value, dense_dtype)
+        elif dense_dtype == "fp16" and value.dtype == np.float32:
             value = value.astype(np.float16)
         dense[k] = value
     return Delta(tables, dense, keys, stats, dense_dtype, unchanged)
 
 
 # ---------------------------------------------------------------- write / read
-def _npz_bytes(arrays: Dict[str, np.ndarray]) -> bytes:
+def _npz_bytes(arrays: Dict[str, np.ndarray], compress: bool = False) -> bytes:
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    (np.savez_compressed if compress else np.savez)(buf, **arrays)
     return buf.getvalue()
+
+
+def _dense_arrays(dense: Dict[str, object]) -> Tuple[Dict[str, np.ndarray], Dict[str, dict]]:
+    """The dense file's arrays and the manifest's per-key entries (module docstring)."""
+    arrays, variables = {}, {}
+    for i, key in enumerate(sorted(dense)):
+        entry, value = f"d{i}", dense[key]
+        if isinstance(value, dense_delta.Coded):
+            arrays[entry] = value.q
+            if value.scale is not None:
+                arrays[f"{entry}_scale"] = np.asarray(value.scale, np.float32)
+            coding, sent = value.coding, value.q
+        else:
+            arrays[entry], coding, sent = value, "value", value
+        variables[key] = {"entry": entry, "coding": coding, "sent_dtype": sent.dtype.name, "shape": list(sent.shape)}
+    return arrays, variables
 
 
 def write_delta(delta: Delta, out_dir: str, base_version: int, version: int) -> dict:
@@ -254,15 +280,14 @@ def write_delta(delta: Delta, out_dir: str, base_version: int, version: int) -> 
                                             rows_sent=int(len(arrays["rows"])), file=rel, bytes=len(data),
                                             payload_bytes=int(sum(a.nbytes for a in arrays.values())),
                                             sha256=hashlib.sha256(data).hexdigest())
-        entries = {f"d{i}": k for i, k in enumerate(sorted(delta.dense))}
-        data = _npz_bytes({e: delta.dense[k] for e, k in entries.items()})
+        arrays, variables = _dense_arrays(delta.dense)
+        data = _npz_bytes(arrays, compress=delta.dense_dtype in dense_delta.CODINGS)
         with open(os.path.join(temp, DENSE_FILE), "wb") as f:
             f.write(data)
         manifest["dense"] = {"dtype": delta.dense_dtype, "file": DENSE_FILE, "bytes": len(data),
-                             "payload_bytes": int(sum(a.nbytes for a in delta.dense.values())),
+                             "payload_bytes": int(sum(a.nbytes for a in arrays.values())),
                              "sha256": hashlib.sha256(data).hexdigest(), "unchanged": delta.dense_unchanged,
-                             "variables": {k: {"entry": e, "sent_dtype": delta.dense[k].dtype.name,
-                                               "shape": list(delta.dense[k].shape)} for e, k in entries.items()}}
+                             "variables": variables}
         manifest["rows_sent"] = int(sum(t["rows_sent"] for t in manifest["tables"].values()))
         manifest["total_bytes"] = int(sum(t["bytes"] for t in manifest["tables"].values()) + len(data))
         with open(os.path.join(temp, MANIFEST), "w") as f:
@@ -306,14 +331,39 @@ def read_delta(delta_dir: str) -> Tuple[dict, Dict[str, Dict[str, np.ndarray]], 
     manifest = read_manifest(delta_dir)
     tables = {name: _read_verified(delta_dir, entry) for name, entry in manifest["tables"].items()}
     dense_npz = _read_verified(delta_dir, manifest["dense"])
-    dense = {k: dense_npz[v["entry"]] for k, v in manifest["dense"]["variables"].items()}
+    dense = {}
+    for key, v in manifest["dense"]["variables"].items():
+        coding = v.get("coding", "value")
+        if v["entry"] not in dense_npz:
+            raise DeltaMismatchError(f"dense variable {key}: entry {v['entry']} missing from {manifest['dense']['file']}")
+        if coding == "value":
+            dense[key] = dense_npz[v["entry"]]
+        elif coding in dense_delta.CODINGS:
+            dense[key] = dense_delta.Coded(coding, dense_npz[v["entry"]], dense_npz.get(f"{v['entry']}_scale"))
+        else:
+            raise DeltaMismatchError(f"dense variable {key}: unknown coding {coding!r}")
     return manifest, tables, dense
+
+
+def _apply_coded(key: str, target: np.ndarray, coded: "dense_delta.Coded") -> np.ndarray:
+    """The base value + the coded difference, after checking dtype, shape and step."""
+    want = np.int8 if coded.coding == "int8_delta" else np.float16
+    if coded.q.dtype != want or target.dtype != np.float32:
+        raise DeltaMismatchError(f"dense variable {key}: {coded.coding} codes {coded.q.dtype} onto base "
+                                 f"{target.dtype} (expected {np.dtype(want).name} onto float32)")
+    if coded.coding == "int8_delta":
+        scale = None if coded.scale is None else np.asarray(coded.scale)
+        if scale is None or scale.shape != () or scale.dtype != np.float32 or not (np.isfinite(scale) and scale >= 0):
+            raise DeltaMismatchError(f"dense variable {key}: int8_delta needs one finite float32 step >= 0, "
+                                     f"got {None if scale is None else (scale.dtype, scale.shape)}")
+    return dense_delta.apply(target, coded)
 
 
 def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, Dict[str, np.ndarray]],
                 dense: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """The new checkpoint {key: array}: base with the delta's rows and dense variables, keys,
-    dtypes and shapes unchanged (fp16 dense cast back to the variable's dtype)."""
+    dtypes and shapes unchanged (fp16 dense cast back to the variable's dtype; a coded one
+    added to the base's value, dense_delta.apply)."""
     out, copied = dict(base), set()
     for name, entry in manifest["tables"].items():
         arrays, keys = tables[name], entry["keys"]
@@ -345,6 +395,12 @@ def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, D
         if key not in base:
             raise DeltaMismatchError(f"dense variable {key} is not in the base checkpoint")
         target = np.asarray(base[key])
+        shape = value.q.shape if isinstance(value, dense_delta.Coded) else value.shape
+        if tuple(shape) != target.shape:
+            raise DeltaMismatchError(f"dense variable {key}: shape {list(shape)} vs base {list(target.shape)}")
+        if isinstance(value, dense_delta.Coded):
+            out[key] = _apply_coded(key, target, value)
+            continue
         if tuple(value.shape) != target.shape:
             raise DeltaMismatchError(f"dense variable {key}: shape {list(value.shape)} vs base {list(target.shape)}")
         if value.dtype != target.dtype and not (value.dtype == np.float16 and target.dtype == np.float32):

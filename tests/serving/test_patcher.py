@@ -108,3 +108,65 @@ def test_assembled_version_loads_in_a_fresh_interpreter(base, prepared):
     assert run.returncode == 0, run.stderr[-2000:]
     got = np.array(eval(run.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own printed list
     np.testing.assert_allclose(got, score(out, [0, 1, 5, 38, 39]).reshape(-1), rtol=0, atol=0)
+
+
+def test_coded_dense_payload_is_checked_and_a_refusal_leaves_nothing(prepared, tmp_path):
+    """An int8_delta dense payload (models/publishing/dense_delta.py): a flipped byte, a wrong
+    shape or a missing step is refused with a typed error, nothing appears under the base;
+    intact, it assembles base + q·Δ."""
+    import hashlib
+    import io
+
+    from models.publishing import dense_delta
+
+    base = str(tmp_path / "coded")
+    shutil.copytree(prepared["pristine"], base, ignore=shutil.ignore_patterns("deltas"))
+    base_vars, new_vars = delta_lib.read_checkpoint(os.path.join(base, "1")), delta_lib.read_checkpoint(prepared["new"])
+    keys = delta_lib.table_keys(base_vars[delta_lib.OBJECT_GRAPH_KEY])
+    d = delta_lib.compute_delta(base_vars, new_vars, keys, 0.5, "row_change", published={t: {} for t in keys},
+                                dense_dtype="int8_delta")
+    delta_dir = os.path.join(base, "deltas", "2")
+    delta_lib.write_delta(d, delta_dir, base_version=1, version=2)
+    dense_path, manifest_path = os.path.join(delta_dir, delta_lib.DENSE_FILE), os.path.join(delta_dir, delta_lib.MANIFEST)
+    good_dense, good_manifest = open(dense_path, "rb").read(), open(manifest_path).read()
+
+    def refused(error, match):
+        with pytest.raises(error, match=match):
+            patcher.assemble(os.path.join(base, "1"), delta_dir, os.path.join(base, "2"))
+        assert _served(base) == ["1"] and not [n for n in os.listdir(base) if n.startswith(".tmp")]
+
+    with open(dense_path, "r+b") as f:
+        f.seek(len(good_dense) // 2)
+        f.write(bytes([good_dense[len(good_dense) // 2] ^ 0xFF]))
+    refused(patcher.DeltaChecksumError, "dense.npz")
+    open(dense_path, "wb").write(good_dense)
+
+    manifest = json.loads(good_manifest)
+    (wkey, var), = manifest["dense"]["variables"].items()
+    with np.load(io.BytesIO(good_dense)) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    assert arrays[var["entry"]].dtype == np.int8 and arrays[f"{var['entry']}_scale"].shape == ()
+
+    def rewrite(arrays):  # a well-formed file with a valid checksum, but a bad payload
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        data = buf.getvalue()
+        open(dense_path, "wb").write(data)
+        m = json.loads(good_manifest)
+        m["dense"].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        json.dump(m, open(manifest_path, "w"))
+
+    rewrite({var["entry"]: arrays[var["entry"]][:-1]})
+    refused(patcher.DeltaMismatchError, f"dense variable {wkey}: shape")
+    rewrite({var["entry"]: arrays[var["entry"]]})
+    refused(patcher.DeltaMismatchError, "step")
+    rewrite({var["entry"]: arrays[var["entry"]].astype(np.int16), f"{var['entry']}_scale": arrays[f"{var['entry']}_scale"]})
+    refused(patcher.DeltaMismatchError, "int8_delta codes int16")
+
+    rewrite(arrays)
+    patcher.assemble(os.path.join(base, "1"), delta_dir, os.path.join(base, "2"))
+    got = delta_lib.read_checkpoint(os.path.join(base, "2"))[wkey]
+    coded = dense_delta.Coded("int8_delta", arrays[var["entry"]], arrays[f"{var['entry']}_scale"])
+    np.testing.assert_array_equal(got, base_vars[wkey] + arrays[var["entry"]].astype(np.float32) * coded.scale)
+    assert np.all(np.abs(got.astype(np.float64) - new_vars[wkey]) <= dense_delta.error_bound(base_vars[wkey],
+                                                                                           new_vars[wkey], coded))

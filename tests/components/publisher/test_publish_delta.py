@@ -115,3 +115,48 @@ def test_full_then_delta_publish_assembles_a_verified_version(two_trainings):
     assert os.listdir(os.path.join(t["base"], "deltas")) == ["101"]
     assert state_lib.load(t["base"]).runs_since_full == 1 and state_lib.load(t["base"]).base_version == 101
     assert not [n for n in os.listdir(state_lib.state_dir(t["base"])) if n.startswith("scratch")]
+
+
+def test_dense_schedule():
+    """dense_every M: the dense weights ride on deltas M, 2M, … since the last full version."""
+    cfg = configs.publish_config(dense_every=3)
+    assert [freshness.sends_dense(cfg, n) for n in range(1, 8)] == [False, False, True, False, False, True, False]
+    assert all(freshness.sends_dense(cfg.replace(dense_every=1), n) for n in range(1, 5))
+    assert not any(freshness.sends_dense(cfg.replace(dense_every=0), n) for n in range(1, 40))
+    with pytest.raises(ValueError, match="dense_every"):
+        configs.publish_config(dense_every=-1)
+
+
+def test_coded_dense_on_schedule_is_coded_against_the_served_version(two_trainings):
+    """After the full + delta above: with dense_every 2 and int8_delta, the next delta (the 2nd
+    since the full) carries the dense weights coded against the served version N, the one
+    after it (the 3rd) none; each assembled version passes the gates."""
+    from models.publishing import dense_delta
+
+    t = two_trainings
+    config = configs.publish_config(golden_requests=5, warmup_records=2, warmup_rows_per_request=2, keep_versions=3,
+                                    sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
+                                    quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
+                                    max_xauc_drop=1.0, full_every=9, delta_row_fraction=0.25,
+                                    delta_priority="row_change", delta_dense="int8_delta", dense_every=2)
+    st = state_lib.load(t["base"])
+    assert st is not None and st.runs_since_full == 1, "runs after test_full_then_delta_publish_..."
+    n = st.base_version
+    reports = []
+    for version, artifact in ((n + 1, t["artifacts"][0]), (n + 2, t["artifacts"][1])):
+        reports.append(publish_lib.publish(os.path.join(artifact, "Format-Serving"), artifact, t["tft_dir"],
+                                           t["eval"], t["base"], "ranker", config, version=version))
+        assert reports[-1]["decision"] == "published" and reports[-1]["kind"] == "delta", reports[-1]["reason"]
+    assert [r["delta_dense_sent"] for r in reports] == [True, False]
+    served = {v: delta_lib.read_checkpoint(os.path.join(t["base"], str(v))) for v in (n, n + 1, n + 2)}
+    manifest, _, dense = delta_lib.read_delta(os.path.join(t["base"], "deltas", str(n + 1)))
+    assert dense and all(isinstance(c, dense_delta.Coded) and c.coding == "int8_delta" for c in dense.values())
+    for key, coded in dense.items():  # N+1 = N + q·Δ exactly, the codes of trainer A − N
+        np.testing.assert_array_equal(served[n + 1][key], dense_delta.apply(served[n][key], coded))
+        assert np.abs(coded.q).max() == 127 or float(coded.scale) == 0.0
+    assert delta_lib.read_manifest(os.path.join(t["base"], "deltas", str(n + 2)))["dense"]["variables"] == {}
+    for key in dense:  # no dense in the 3rd delta: N+2 keeps N+1's
+        np.testing.assert_array_equal(served[n + 2][key], served[n + 1][key])
+    assert reports[0]["delta_dense_bytes"] < 0.5 * sum(np.asarray(served[n][k]).nbytes for k in dense)
+    print(f"\nsmall ranker: int8_delta dense file {reports[0]['delta_dense_bytes']} B for "
+          f"{sum(np.asarray(served[n][k]).nbytes for k in dense)} B of fp32 dense; rows-only delta {reports[1]['bytes']} B")
