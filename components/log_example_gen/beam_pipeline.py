@@ -157,6 +157,7 @@ class _BuildExamples(beam.DoFn):
         self._history_length = config.history_length
         self._min_watch_s = config.history_min_watch_s
         self._delay_ms = int(round(config.label_delay_s * 1000))
+        self._families = config.signal_families
         self._uri, self._run, self._shards = examples_uri, run, shards
         self._side = None
 
@@ -181,7 +182,7 @@ class _BuildExamples(beam.DoFn):
                 raise RuntimeError(f"LogExampleGen: the {family} signals do not cover the kept rows")
             signals.update({k: v[order][pos] for k, v in part.items() if k.startswith("sig_")})
         features = example_batches.feature_columns(rows, self._side, signals, self._history_length,
-                                                   self._min_watch_s, self._delay_ms)
+                                                   self._min_watch_s, self._delay_ms, self._families)
         n = columns.length(rows)
         history_only = int((rows["split"] < 0).sum())
         counter = beam.metrics.Metrics.counter

@@ -82,6 +82,7 @@ class LogExampleGenSpec(types.ComponentSpec):
         **{name: ExecutionParameter(type=t) for name, t in _KNOB_TYPES.items()},
         **{name: ExecutionParameter(type=str, optional=True) for name in PATTERN_FIELDS},
         **{name: ExecutionParameter(type=int, optional=True) for name in SPAN_FIELDS},  # span.py
+        "signal_families": ExecutionParameter(type=str, optional=True),  # comma list; absent: none
     }
     INPUTS = {}
     OUTPUTS = {

@@ -23,7 +23,7 @@ import dataclasses
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
-from components.log_example_gen import time_split
+from components.log_example_gen import signal_families, time_split
 from components.log_example_gen.row_rules import DUPLICATE_RULES, OUT_OF_WINDOW_RULES, RowRules
 from components.log_example_gen.span import SpanWindow
 from schemas import kuairand_format
@@ -73,6 +73,17 @@ def _choice(name: str, value: Any, allowed: Sequence[str]) -> str:
     return value
 
 
+def _families(value: Union[str, Sequence[str]]) -> Tuple[str, ...]:
+    """signal_families: a comma list or a sequence of signal_families.FAMILIES names, or "all"."""
+    if isinstance(value, str) and value.strip() == "all":
+        return tuple(signal_families.FAMILIES)
+    names = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        return signal_families.check_families([n.strip() for n in names if n.strip()])
+    except ValueError as e:
+        raise ValueError(f"LogExampleGenConfig.signal_families: {e}") from None
+
+
 def _pattern(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"LogExampleGenConfig.{name} must be a non-empty file pattern, got {value!r}")
@@ -104,6 +115,9 @@ class LogExampleGenConfig:
     label_delay_s: a label is known this long after its impression: the signals
       (signals.py) of a row at t use the labels of impressions at t_j < t - delay (>= 0);
     signal_prior_ctr: p0, the prior of the running tab CTR e_tab (signals.py, [0, 1]);
+    signal_families: the optional signal families written as extra float features
+      (signal_families.py, #37; a comma list, names or "all"); () (default): none, the examples
+      and the execution properties are those of a config without the field;
     *_pattern: file globs under input_base; may hold TFX's ``{SPAN}`` / ``{VERSION}``
       or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py);
     span_*: a span window (span.py: train ``[span_start_ms, span_end_ms)``, validation /
@@ -135,6 +149,7 @@ class LogExampleGenConfig:
     span_start_ms: int = 0
     span_end_ms: int = 0
     span_holdout_ms: int = 0
+    signal_families: Tuple[str, ...] = ()
 
     def __post_init__(self):
         checked = {
@@ -156,6 +171,7 @@ class LogExampleGenConfig:
             "label_delay_s": _float("label_delay_s", self.label_delay_s, 0.0),
             "signal_prior_ctr": _float("signal_prior_ctr", self.signal_prior_ctr, 0.0, 1.0),
         }
+        checked["signal_families"] = _families(self.signal_families)
         checked.update({name: _pattern(name, getattr(self, name)) for name in PATTERN_FIELDS})
         checked.update({name: _int(name, getattr(self, name), -1 if name == "span_index" else 0)
                         for name in SPAN_FIELDS})
@@ -201,12 +217,16 @@ class LogExampleGenConfig:
         args["train_days"] = time_split.format_days(self.train_days)
         args["eval_days"] = time_split.format_days(self.eval_days)
         args["date_window"] = time_split.format_days(self.date_window)
+        if self.signal_families:
+            args["signal_families"] = ",".join(self.signal_families)
         return args
 
     def to_custom_config(self) -> Dict[str, Any]:
         """Plain JSON values (day lists as lists of ints)."""
         out = {name: getattr(self, name) for name in self.field_names()
-               if name not in SPAN_FIELDS or self.span_index >= 0}
+               if (name not in SPAN_FIELDS or self.span_index >= 0) and name != "signal_families"}
+        if self.signal_families:  # left out when off: the default's cache key is unchanged
+            out["signal_families"] = list(self.signal_families)
         out["train_days"] = list(self.train_days)
         out["eval_days"] = list(self.eval_days)
         out["date_window"] = list(self.date_window)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from components.log_example_gen import columns as C
-from components.log_example_gen import example_block, parsing, signal_columns, user_batches
+from components.log_example_gen import example_block, parsing, signal_columns, signal_families, user_batches
 from models import features as F
 
 _VIDEO_INT = ("author_id", "music_id", "tag_id")
@@ -86,9 +86,11 @@ def _list_column(values: np.ndarray, width: int, kind: str) -> pa.Array:
 
 
 def feature_columns(rows: C.Batch, side: SideColumns, signals: Dict[str, np.ndarray], history_length: int,
-                    min_watch_s: float, label_delay_ms: int) -> Dict[str, Tuple[np.ndarray, int]]:
+                    min_watch_s: float, label_delay_ms: int,
+                    families: Tuple[str, ...] = ()) -> Dict[str, Tuple[np.ndarray, int]]:
     """Kept rows sorted by (user, time, row_id) + {sig_tab_ctr, entity signals} in that order
-    -> {feature: (flat values, values per row)} of parsing.example_features."""
+    -> {feature: (flat values, values per row)} of parsing.example_features, + the float
+    features of the optional signal ``families`` (signal_families.py)."""
     video, user = side.videos_at(rows["video_id"]), side.users_at(rows["user_id"])
     dur = duration_s(rows["duration_ms"], video["video_duration_s"])
     sig_rows = signal_rows(rows, video)
@@ -110,6 +112,9 @@ def feature_columns(rows: C.Batch, side: SideColumns, signals: Dict[str, np.ndar
     }
     one.update({k: user[k] for k in USER_FLOAT + USER_INT})
     one.update({k: sig[k] for k in F.SIGNAL_FEATURES})
+    if families:
+        one.update(signal_families.family_columns(dict(sig_rows, long_view=rows["long_view"]), families,
+                                                  label_delay_ms))
     out = {k: (v, 1) for k, v in one.items()}
     out.update({f"hist_{k}": (hist[k].reshape(-1), history_length) for k in user_batches.HISTORY_COLUMNS})
     return out
@@ -127,10 +132,11 @@ def encode(features: Dict[str, Tuple[np.ndarray, int]], index: np.ndarray) -> Tu
     ones (example_block.py; parsers merge the two)."""
     from tfx_bsl.coders import example_coder
 
-    if set(features) != {k for k, _ in _KINDS}:
-        raise ValueError(f"features differ from the raw spec: {sorted(set(features) ^ {k for k, _ in _KINDS})}")
+    kinds = _KINDS + [(k, "float") for k in signal_families.ALL_FEATURES if k in features]
+    if set(features) != {k for k, _ in kinds}:
+        raise ValueError(f"features differ from the raw spec: {sorted(set(features) ^ {k for k, _ in kinds})}")
     arrays, names, fixed = [], [], []
-    for name, kind in _KINDS:
+    for name, kind in kinds:
         values, width = features[name]
         picked = values.reshape(-1, width)[index].reshape(-1) if width > 1 else values[index]
         size = example_block.fixed_length(kind, picked)

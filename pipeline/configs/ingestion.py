@@ -62,6 +62,12 @@ LABEL_DELAY_S = 300.0
 # p0: prior CTR of the running per-tab CTR e_tab (smoothed with 2 pseudo-impressions);
 # near the logs' CTR (0.46 on 05-02); it only matters for a tab's first impressions.
 SIGNAL_PRIOR_CTR = 0.45
+# Optional signal families (#37, components/log_example_gen/signal_families.py: in_tab,
+# recent, session, target_match), written as extra float features of the examples when
+# named: "" (default: none, the examples are unchanged), "all", or a comma list. They are
+# not model inputs yet (not in models/features.py nor the schema); bench/gbdt_reference.py
+# reads them from the examples (bench/results/signal_families.json).
+SIGNAL_FAMILIES = os.environ.get("LOG_SIGNAL_FAMILIES", "")
 # Beam argument sets per runner for the Beam stages (LogExampleGen, StatisticsGen,
 # Transform, Evaluator): pipeline.runners.beam_args(runner, **values) fills the {fields}
 # and refuses a missing one. DirectRunner: one machine (multi_processing uses
@@ -103,6 +109,7 @@ LOG_EXAMPLE_GEN = LogExampleGenConfig(
     read_range_bytes=READ_RANGE_BYTES,
     label_delay_s=LABEL_DELAY_S,
     signal_prior_ctr=SIGNAL_PRIOR_CTR,
+    signal_families=SIGNAL_FAMILIES,
     log_file_pattern=LOG_FILE_PATTERN,
     user_features_pattern=USER_FEATURES_PATTERN,
     video_features_pattern=VIDEO_FEATURES_PATTERN,

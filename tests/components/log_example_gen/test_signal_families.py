@@ -156,3 +156,70 @@ def test_families_are_checked_and_ordered():
     assert SF.feature_names(["session"]) == SF.FAMILIES["session"]
     with pytest.raises(ValueError, match="unknown signal families"):
         SF.check_families(["in_tab", "nope"])
+
+
+def _read_all(examples_uri, extra, history_length):
+    import glob
+    import os
+
+    import tensorflow as tf
+
+    from components.log_example_gen import beam_pipeline as bp
+    from components.log_example_gen import time_split
+    from models import features as F
+
+    spec = dict(F.raw_feature_spec(history_length), **{k: tf.io.FixedLenFeature([1], tf.float32) for k in extra})
+    parts = []
+    for split in time_split.SPLIT_NAMES:
+        files = glob.glob(os.path.join(bp.split_uri(examples_uri, split), "data_tfrecord-*.gz"))
+        for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096):
+            parts.append({k: v.numpy() for k, v in tf.io.parse_example(records, spec).items()})
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    key = np.lexsort((out["video_id"].reshape(-1), out["time_ms"].reshape(-1), out["user_id"].reshape(-1)))
+    return {k: v[key].reshape(len(key), -1)[:, 0] if v.size == len(key) else v[key] for k, v in out.items()}
+
+
+def test_the_component_writes_the_families_only_when_on_and_leaves_the_rest_unchanged(tmp_path):
+    """A simulated log through LogExampleGen with signal_families="all": every default feature
+    is what the run without families writes, and each family feature is the naive loop's
+    value on the written rows (every day is in a split, so they are all the kept rows)."""
+    from data.simulator import simulate
+    from tests.components.log_example_gen.fixture_logs import run_component
+
+    simulate(str(tmp_path / "input"), num_users=30, num_days=4, num_videos=25, seed=5)
+    off, _, _ = run_component(str(tmp_path / "off"), str(tmp_path / "input"), history_length=5)
+    on, _, _ = run_component(str(tmp_path / "on"), str(tmp_path / "input"), history_length=5,
+                             signal_families="all")
+    base, got = _read_all(off.uri, (), 5), _read_all(on.uri, SF.ALL_FEATURES, 5)
+    assert len(base["user_id"]) > 200 and set(got) - set(base) == set(SF.ALL_FEATURES)
+    for k, v in base.items():
+        assert np.array_equal(got[k], v), k
+    import tensorflow as tf
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="sig_user_tab_last10_click"):  # off: none written
+        _read_all(off.uri, SF.ALL_FEATURES[:1], 5)
+    cols = {"user_id": "user_id", "time_ms": "time_ms", "tab": "tab", "is_click": "is_click",
+            "long_view": "long_view", "watch_s": "watch_time_s", "e_tab": "sig_tab_ctr",
+            "author_id": "author_id", "tag_id": "tag_id", "music_id": "music_id"}
+    rows = [dict({c: got[f][k].item() for c, f in cols.items()}, row_id=k) for k in range(len(got["user_id"]))]
+    want = naive(rows, 300_000)
+    for name in SF.ALL_FEATURES:  # float32 in the proto
+        np.testing.assert_allclose(got[name], [w[name] for w in want], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_the_config_switch_round_trips_and_is_absent_when_off():
+    from components.log_example_gen.config import LogExampleGenConfig
+    from tests.components.log_example_gen.fixture_logs import make_config
+
+    off = make_config()
+    assert off.signal_families == () and "signal_families" not in off.to_component_args()
+    assert "signal_families" not in off.to_custom_config()
+    on = make_config(signal_families="session, in_tab")
+    assert on.signal_families == ("in_tab", "session")
+    assert on.to_component_args()["signal_families"] == "in_tab,session"
+    assert on.to_custom_config()["signal_families"] == ["in_tab", "session"]
+    assert LogExampleGenConfig.from_custom_config(on.to_custom_config()) == on
+    assert LogExampleGenConfig.from_exec_properties(dict(on.to_component_args(), input_base="/x")) == on
+    assert make_config(signal_families="all").signal_families == tuple(SF.FAMILIES)
+    with pytest.raises(ValueError, match=r"signal_families: unknown signal families \['sesion'\]"):
+        make_config(signal_families="sesion")
