@@ -5,6 +5,9 @@ from a tree model given the same signals, on *these* days.
         .venv/bin/python -m bench.gbdt_reference      # -> bench/results/gbdt_reference.json
     GBDT_TARGET=watch LOG_SIGNALS=all BENCH_WORK=<a bench-watchtime work dir>/real \
         .venv/bin/python -m bench.gbdt_reference      # -> bench/results/gbdt_watch_reference.json
+    GBDT_FAMILY_SETS="none;in_tab;recent;session;target_match;all" LOG_SIGNALS=<the 12> \
+        BENCH_WORK=<a work dir whose LogExampleGen ran with LOG_SIGNAL_FAMILIES=all> \
+        .venv/bin/python -m bench.gbdt_reference      # -> bench/results/signal_families.json
 
 #15 quotes gradient boosting at eval AUC 0.7491 on 05-05..05-08, days this machine's
 `../shared/data/kuairand-pure` does not have; the bench trains on 04-25..05-01 and scores
@@ -16,6 +19,11 @@ the three strings; one with more than 253 values stays an ordinal id), the histo
 High-cardinality ids (user, video, author, music, tag) are left out: that is what the
 signals summarise for a tree. The number of trees is chosen on the validation day's AUC
 (staged predictions), the eval days are scored once.
+
+``GBDT_FAMILY_SETS`` (#37): the click reference once per set of the optional signal
+families (components/log_example_gen/signal_families.py; "none", a family, "a+b" or "all"),
+their features read from the examples and added to the same design matrix; per-user GAUC
+but no frozen GAUC (the families have no frozen form yet).
 
 ``GBDT_TARGET=watch`` is #13's reference ("LightGBM, L1 / quantile objectives"), on the
 same design matrix with the watch-time label in seconds: an L1 regressor (the conditional
@@ -88,11 +96,12 @@ def click_reference(data, params):
         p = model.predict_proba(x)[:, 1]
         # within-user ranking as bench_rankers measures it: per-user GAUC and the
         # frozen-state GAUC (user state frozen at the user's first impression of the split)
-        p_frozen = model.predict_proba(design(meta[split]["x_frozen"])[0])[:, 1]
         users = meta[split]["user"]
         result[split] = {"auc": round(float(roc_auc_score(y, p)), 5), "logloss": round(float(log_loss(y, p)), 5),
-                         "gauc": round(metrics.gauc(users, y, p)["gauc"], 5),
-                         "frozen_gauc": round(metrics.gauc(users, y, p_frozen)["gauc"], 5)}
+                         "gauc": round(metrics.gauc(users, y, p)["gauc"], 5)}
+        if "x_frozen" in meta[split]:  # the signal families have no frozen form yet (family_sets)
+            p_frozen = model.predict_proba(design(meta[split]["x_frozen"])[0])[:, 1]
+            result[split]["frozen_gauc"] = round(metrics.gauc(users, y, p_frozen)["gauc"], 5)
     return {"trees_chosen_on_validation": best,
             "validation_auc_at_50_tree_steps": [round(a, 5) for a in val_auc[49::50]], **result}
 
@@ -168,6 +177,49 @@ def watch_reference(data, params):
     return {"trees_chosen_on_validation": trees, **out}
 
 
+def family_matrix(examples_dir, split, names, meta):
+    """The signal-family features (components/log_example_gen/signal_families.py) of one
+    split, in load_split's row order (the same files, read in the same order; checked on
+    user and time)."""
+    import tensorflow as tf
+
+    from bench.ranker_data import split_files
+
+    spec = {k: tf.io.FixedLenFeature([1], tf.float32 if k.startswith("sig_") else tf.int64)
+            for k in list(names) + ["user_id", "time_ms"]}
+    parse = tf.function(lambda serialized: tf.io.parse_example(serialized, spec))
+    parts = [{k: v.numpy()[:, 0] for k, v in parse(r).items()}
+             for r in tf.data.TFRecordDataset(split_files(examples_dir, split), compression_type="GZIP").batch(8192)]
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in spec}
+    if not (np.array_equal(cols["user_id"], meta["user"].reshape(-1))
+            and np.array_equal(cols["time_ms"], meta["time_ms"].reshape(-1))):
+        raise RuntimeError(f"gbdt_reference: the {split} families are not in load_split's row order")
+    return np.stack([cols[k].astype(np.float64) for k in names], axis=1)
+
+
+def family_sets(examples_dir, splits, designs, params, text):
+    """GBDT_FAMILY_SETS="none;in_tab;...;all": the click reference on the design matrix +
+    each set's family features (the examples must have been written with
+    LOG_SIGNAL_FAMILIES=all) -> {set: record fields}. Per-user GAUC, no frozen GAUC."""
+    from components.log_example_gen import signal_families as SF
+
+    all_names = SF.feature_names(list(SF.FAMILIES))
+    extra = {s: family_matrix(examples_dir, s, all_names, splits[s][2]) for s in splits}
+    out = {}
+    for name in [t.strip() for t in text.split(";") if t.strip()]:
+        chosen = () if name == "none" else SF.feature_names(list(SF.FAMILIES) if name == "all" else name.split("+"))
+        cols = [all_names.index(k) for k in chosen]
+        data = {s: (np.concatenate([designs[s][0], extra[s][:, cols]], axis=1), y,
+                    {k: v for k, v in meta.items() if k != "x_frozen"}) for s, (_, y, meta) in splits.items()}
+        is_cat = np.concatenate([params["categorical_features"], np.zeros(len(cols), dtype=bool)])
+        t0 = time.time()
+        out[name] = dict(click_reference(data, dict(params, categorical_features=is_cat)), features_added=list(chosen),
+                         seconds=round(time.time() - t0, 1), loadavg_after=open("/proc/loadavg").read().split()[:3])
+        print(name, json.dumps({k: out[name][k] for k in ("trees_chosen_on_validation", "validation", "eval")}),
+              flush=True)
+    return out
+
+
 def main() -> int:
     import tensorflow_transform as tft
 
@@ -196,9 +248,20 @@ def main() -> int:
                   max_iter=int(os.environ.get("GBDT_MAX_ITER", "800")), max_leaf_nodes=31,
                   min_samples_leaf=200, l2_regularization=1.0, categorical_features=is_cat,
                   early_stopping=False, random_state=0)
-    data = {s: (designs[s][0], y, meta) for s, (_, y, meta) in splits.items()}
-    result = click_reference(data, params) if target == "click" else watch_reference(data, params)
+    sets = os.environ.get("GBDT_FAMILY_SETS", "")
+    if sets:
+        if target != "click":
+            raise ValueError("GBDT_FAMILY_SETS: the click target only")
+        out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "signal_families.json"))
+        load = open("/proc/loadavg").read().split()[:3]
+        result = {"family_sets": family_sets(examples, splits, designs, params, sets)}
+    else:
+        data = {s: (designs[s][0], y, meta) for s, (_, y, meta) in splits.items()}
+        result = click_reference(data, params) if target == "click" else watch_reference(data, params)
     prefix = "" if target == "click" else "GBDT_TARGET=watch "
+    if sets:
+        prefix = f"GBDT_FAMILY_SETS='{sets}' "
+        result["loadavg_before"] = load
     record = {"command": prefix + "LOG_SIGNALS=<signals> BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
               "target": target, "signals": list(F.MODEL_SIGNAL_FEATURES), "features": names,
               "params": {k: v for k, v in params.items() if k != "categorical_features"},

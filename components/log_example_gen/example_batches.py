@@ -113,7 +113,7 @@ def feature_columns(rows: C.Batch, side: SideColumns, signals: Dict[str, np.ndar
     one.update({k: user[k] for k in USER_FLOAT + USER_INT})
     one.update({k: sig[k] for k in F.SIGNAL_FEATURES})
     if families:
-        one.update(signal_families.family_columns(dict(sig_rows, long_view=rows["long_view"]), families,
+        one.update(signal_families.family_columns(dict(sig_rows, long_view=rows["long_view"], hour=rows["hourmin"] // 100), families,
                                                   label_delay_ms))
     out = {k: (v, 1) for k, v in one.items()}
     out.update({f"hist_{k}": (hist[k].reshape(-1), history_length) for k in user_batches.HISTORY_COLUMNS})

@@ -35,6 +35,10 @@ only on u's impression times <= t_i):
     sig_user_{author,tag,music}_n = |I_g(i)|
     sig_user_{author,tag}_ctr     = (Σ_{K_g} y + A·e) / (|K_g| + A)
 
+``time_context`` (g = (u, hour_i), the hour of day of the log's ``hourmin``):
+    sig_user_hour_ctr = (Σ_{K_g} y + A·e) / (|K_g| + A);  sig_user_hour_n = |I_g(i)|
+(the tab's CTR at this hour needs every user's rows: an entity pass, not built yet).
+
 The per-row reference path (user_examples.py) does not compute them: they exist only in
 the batched path and are tested against a naive loop over these equations
 (tests/components/log_example_gen/test_signal_families.py).
@@ -60,6 +64,7 @@ FAMILIES: Dict[str, Tuple[str, ...]] = {
                + ("sig_since_click", "sig_since_long_view", "sig_last_hour_n")),
     "session": ("sig_session_position", "sig_session_clicks", "sig_session_age"),
     "target_match": (tuple(f"sig_user_{k}_n" for k in MATCH_KEYS) + tuple(f"sig_user_{k}_ctr" for k in MATCH_RATES)),
+    "time_context": ("sig_user_hour_ctr", "sig_user_hour_n"),
 }
 ALL_FEATURES: Tuple[str, ...] = tuple(name for names in FAMILIES.values() for name in names)
 
@@ -152,29 +157,37 @@ def session(b: C.Batch, delay_ms: int) -> Dict[str, np.ndarray]:
     return gr.unsort(out)
 
 
+def _user_key(b: C.Batch, ids: np.ndarray, delay_ms: int, rate: bool) -> Dict[str, np.ndarray]:
+    """{"n": |I_g|, "ctr": the smoothed CTR over K_g} for g = (user, ids); an id < 0 matches nothing."""
+    gr = _Groups(C.group_codes(b["user_id"], ids), b, delay_ms)
+    missing = ids[gr.order] < 0
+    out = {"n": np.where(missing, 0, gr.q - gr.starts)}
+    if rate:
+        s = C.prefix_sums(gr.g, gr.starts, gr.p, {"c": b["is_click"][gr.order].astype(np.float64)})["c"]
+        e = b["e_tab"][gr.order]
+        out["ctr"] = np.where(missing, e, S.smoothed(s, (gr.p - gr.starts).astype(np.float64), e))
+    return gr.unsort(out)
+
+
 def target_match(b: C.Batch, delay_ms: int) -> Dict[str, np.ndarray]:
     out = {}
     for key in MATCH_KEYS:
-        ids = b[f"{key}_id"]
-        gr = _Groups(C.group_codes(b["user_id"], ids), b, delay_ms)
-        missing = ids[gr.order] < 0
-        vals = gr.unsort({"n": np.where(missing, 0, gr.q - gr.starts)})
-        out[f"sig_user_{key}_n"] = vals["n"]
-        if key in MATCH_RATES:
-            click = b["is_click"][gr.order].astype(np.float64)
-            s = C.prefix_sums(gr.g, gr.starts, gr.p, {"c": click})["c"]
-            e = b["e_tab"][gr.order]
-            rate = np.where(missing, e, S.smoothed(s, (gr.p - gr.starts).astype(np.float64), e))
-            out[f"sig_user_{key}_ctr"] = gr.unsort({"r": rate})["r"]
+        out.update({f"sig_user_{key}_{k}": v
+                    for k, v in _user_key(b, b[f"{key}_id"], delay_ms, key in MATCH_RATES).items()})
     return out
 
 
-_PASSES = {"in_tab": in_tab, "recent": recent, "session": session, "target_match": target_match}
+def time_context(b: C.Batch, delay_ms: int) -> Dict[str, np.ndarray]:
+    return {f"sig_user_hour_{k}": v for k, v in _user_key(b, b["hour"], delay_ms, True).items()}
+
+
+_PASSES = {"in_tab": in_tab, "recent": recent, "session": session, "target_match": target_match,
+           "time_context": time_context}
 
 
 def family_columns(b: C.Batch, families: Sequence[str], delay_ms: int) -> Dict[str, np.ndarray]:
     """Kept rows of whole users (columns user_id, time_ms, row_id, tab, is_click, watch_s,
-    long_view, e_tab, author_id, tag_id, music_id) -> {signal: float64 per row, rows' order}
+    long_view, e_tab, author_id, tag_id, music_id, hour) -> {signal: float64 per row, rows' order}
     of the chosen families (module doc)."""
     out: Dict[str, np.ndarray] = {}
     for family in check_families(families):

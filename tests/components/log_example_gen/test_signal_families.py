@@ -25,7 +25,7 @@ def random_rows(n, seed, delay_ms):
         rows.append({"row_id": k, "user_id": user, "time_ms": t[user], "tab": rng.randrange(2),
                      "is_click": rng.randrange(2), "long_view": rng.randrange(2), "watch_s": rng.random() * 30,
                      "e_tab": rng.choice([0.3, 0.45, 0.6]), "author_id": rng.choice([-1, 1, 2]),
-                     "tag_id": rng.choice([-1, 7, 8]), "music_id": rng.choice([-1, 5])})
+                     "tag_id": rng.choice([-1, 7, 8]), "music_id": rng.choice([-1, 5]), "hour": rng.choice([0, 23])})
     rng.shuffle(rows)  # the passes may not rely on the input order
     return rows
 
@@ -81,6 +81,8 @@ def naive(rows, delay_ms):
             v[f"sig_user_{key}_n"] = 0 if a < 0 else sum(1 for r in seen if r[f"{key}_id"] == a)
             if key in SF.MATCH_RATES:
                 v[f"sig_user_{key}_ctr"] = e if a < 0 else _rate([r for r in K if r[f"{key}_id"] == a], e)
+        v["sig_user_hour_ctr"] = _rate([r for r in K if r["hour"] == i["hour"]], e)
+        v["sig_user_hour_n"] = sum(1 for r in seen if r["hour"] == i["hour"])
         out.append(v)
     return out
 
@@ -105,7 +107,7 @@ def test_hand_made_values_ties_delay_boundary_and_first_impression():
         dict(row_id=3, time_ms=1001, is_click=0, long_view=0),
     ]
     for r in rows:
-        r.update(user_id=1, tab=0, watch_s=0.0, e_tab=0.5, author_id=3, tag_id=-1, music_id=4)
+        r.update(user_id=1, tab=0, watch_s=0.0, e_tab=0.5, author_id=3, tag_id=-1, music_id=4, hour=1)
     got = SF.family_columns(batch(rows), list(SF.FAMILIES), D)
     # first impressions (and the tie at t=0): nothing known -> prior, NONE, zero counts
     assert list(got["sig_last5_click"][:2]) == [0.5, 0.5]
@@ -123,13 +125,14 @@ def test_hand_made_values_ties_delay_boundary_and_first_impression():
     assert list(got["sig_user_tag_n"]) == [0, 0, 0, 0]  # missing tag: matches nothing
     assert got["sig_user_tag_ctr"][3] == 0.5
     assert list(got["sig_last_hour_n"]) == [0, 0, 2, 3]
+    assert list(got["sig_user_hour_n"]) == [0, 0, 2, 3] and got["sig_user_hour_ctr"][3] == pytest.approx(0.5)
 
 
 def test_a_new_session_after_the_gap_resets_position_clicks_and_age():
     gap = int(SF.SESSION_GAP_S * 1000)
     rows = [dict(row_id=k, time_ms=t, is_click=1) for k, t in enumerate([0, 10, 10 + gap + 1, 20 + gap + 1])]
     for r in rows:
-        r.update(user_id=1, tab=0, long_view=0, watch_s=1.0, e_tab=0.5, author_id=1, tag_id=1, music_id=1)
+        r.update(user_id=1, tab=0, long_view=0, watch_s=1.0, e_tab=0.5, author_id=1, tag_id=1, music_id=1, hour=2)
     got = SF.family_columns(batch(rows), ["session"], 0)
     assert list(got["sig_session_position"]) == [0, 1, 0, 1]
     assert list(got["sig_session_clicks"]) == [0, 1, 0, 1]
@@ -200,7 +203,7 @@ def test_the_component_writes_the_families_only_when_on_and_leaves_the_rest_unch
         _read_all(off.uri, SF.ALL_FEATURES[:1], 5)
     cols = {"user_id": "user_id", "time_ms": "time_ms", "tab": "tab", "is_click": "is_click",
             "long_view": "long_view", "watch_s": "watch_time_s", "e_tab": "sig_tab_ctr",
-            "author_id": "author_id", "tag_id": "tag_id", "music_id": "music_id"}
+            "author_id": "author_id", "tag_id": "tag_id", "music_id": "music_id", "hour": "hour"}
     rows = [dict({c: got[f][k].item() for c, f in cols.items()}, row_id=k) for k in range(len(got["user_id"]))]
     want = naive(rows, 300_000)
     for name in SF.ALL_FEATURES:  # float32 in the proto
