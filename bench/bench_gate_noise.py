@@ -66,8 +66,8 @@ def overall_metrics(evaluation_uri: str) -> dict:
 
 
 def trainer_only_metrics(output_dir: str, seed: int, work: str) -> dict:
-    """--from-output: one seed trained by run_fn on `output_dir`'s newest Transform output,
-    scored on its eval split (components/publisher/verification.py)."""
+    """--from-output: one seed trained by run_fn on `output_dir`'s newest examples through its
+    newest transform graph (as the pipeline's Trainer does), scored on its eval split (components/publisher/verification.py)."""
     import glob
 
     from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
@@ -79,15 +79,15 @@ def trainer_only_metrics(output_dir: str, seed: int, work: str) -> dict:
     from pipeline.artifacts import PipelineStore, split_files
 
     store = PipelineStore.for_output_dir(output_dir)
-    transformed = store.latest_uri("Transform", "transformed_examples")
+    examples = store.examples_uri()
     graph = store.latest_uri("Transform", "transform_graph")
 
     def factory(file_pattern, options, schema):
         return tfxio.TFExampleRecord(file_pattern=file_pattern, schema=schema).TensorFlowDataset(options)
 
     run_dir = os.path.join(work, f"seed{seed}")
-    run_fn(FnArgs(train_files=glob.glob(os.path.join(transformed, "Split-train", "*")),
-                  eval_files=glob.glob(os.path.join(transformed, "Split-validation", "*")),
+    run_fn(FnArgs(train_files=glob.glob(os.path.join(examples, "Split-train", "*")),
+                  eval_files=glob.glob(os.path.join(examples, "Split-validation", "*")),
                   transform_output=graph, serving_model_dir=os.path.join(run_dir, "serving"),
                   model_run_dir=os.path.join(run_dir, "run"), train_steps=None, eval_steps=None,
                   custom_config=configs.trainer_config(seed=seed).to_custom_config(),

@@ -7,7 +7,13 @@
 
 Splits (LogExampleGen, by date): train -> Transform analysis and Trainer fitting;
 validation (the last train day) -> the Trainer's per-epoch validation; eval -> the
-Evaluator only. Continuous runs (`run_mode`, #14; pipeline/continuous.py): LogExampleGen
+Evaluator only. Transform only analyses (vocabularies, z-score moments, EAD thresholds
+over the train split) and writes no transformed examples: the Trainer reads
+LogExampleGen's raw examples and applies the transform graph itself, in large batches
+while it reads each split (models/training/input.py), which is what the serving
+signature does too. Materializing would encode, write and re-read every row of three
+splits for one training epoch (TRAIN_EPOCHS = 1): about half of Transform's time, and
+the part that grew with the log (#33). Continuous runs (`run_mode`, #14; pipeline/continuous.py): LogExampleGen
 takes one span (components/log_example_gen/span.py: train = the span, validation/eval =
 the next hours), the Trainer reads its raw examples through the transform graph and
 warm-starts from the latest Model (Resolver, LatestArtifactStrategy -> base_model);
@@ -137,8 +143,9 @@ def create_pipeline(
     """
     if run_mode not in RUN_MODES:
         raise ValueError(f"run_mode must be one of {RUN_MODES}, got {run_mode!r}")
-    if run_mode != "batch":
-        trainer_config = trainer_config.replace(input_examples="raw")
+    if trainer_config.input_examples != "raw":
+        raise ValueError(f"trainer_config.input_examples must be 'raw': Transform materializes no examples "
+                         f"(module doc), got {trainer_config.input_examples!r}")
     if publish_config is None:
         from pipeline import configs
 
@@ -166,9 +173,8 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="models.preprocessing.preprocessing_fn",
         custom_config=transform_config.to_custom_config(),
-        splits_config=tfx.proto.SplitsConfig(
-            analyze=["train"], transform=["train", "validation", "eval"] if run_mode == "batch" else []),
-        materialize=run_mode == "batch",  # span runs: the Trainer transforms raw examples itself
+        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]),
+        materialize=False,  # the Trainer transforms raw examples itself (module doc)
         # Neither Transform's pre/post-transform statistics and anomalies (StatisticsGen and
         # ExampleValidator check the examples) nor its analyzer cache (no `analyzer_cache`
         # input is wired) has a reader; without them Transform took 116 s instead of 134 s
@@ -195,8 +201,7 @@ def create_pipeline(
         continuous.append(model_warm_resolver)
     trainer = tfx.components.Trainer(
         run_fn="models.training.run_fn.run_fn",
-        examples=(transform.outputs["transformed_examples"] if run_mode == "batch"
-                  else example_gen.outputs["examples"]),
+        examples=example_gen.outputs["examples"],
         transform_graph=transform_graph,
         base_model=model_warm_resolver.outputs["model"] if run_mode != "batch" else None,
         schema=schema_gen.outputs["schema"],

@@ -29,8 +29,8 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
 
     ``raw=True``: the files are raw examples (LogExampleGen's); they are parsed with the
     transform graph's raw schema and transformed here by its TFT layer (TrainerConfig
-    ``input_examples="raw"``: a delta run that reuses the latest transform graph, so no
-    Transform runs and the vocabulary indices stay fixed).
+    ``input_examples="raw"``, the pipeline's: Transform only analyses and materializes
+    nothing, and a delta run reuses the latest transform graph without any Transform).
 
     LogExampleGen writes each user's rows together (histories are built per user) and
     the file order drifts (real train split: click rate 0.40 in the first 10k rows,

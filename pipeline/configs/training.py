@@ -164,6 +164,9 @@ RANKER_PARAMS["din"]["dual_attention"] = DIN_DUAL_ATTENTION == "1"
 # shuffled row index (models/training/input.py in_memory_dataset): an exact per-epoch
 # permutation instead of SHUFFLE_BUFFER_SIZE per-example shuffling.
 INPUT_IN_MEMORY = True
+# The Trainer reads LogExampleGen's raw examples and applies the transform graph while it
+# reads each split; Transform materializes nothing (pipeline/pipeline.py module doc, #33).
+INPUT_EXAMPLES = "raw"
 STEPS_PER_EXECUTION = 1  # batches per tf.function call (Keras compile)
 JIT_COMPILE = False  # XLA for Keras' train/test/predict functions; never the exported signatures
 
@@ -212,7 +215,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         ps_min_shard_bytes=PS_MIN_SHARD_BYTES,
         ps_max_shards=PS_MAX_SHARDS, warm_start_learning_rate=WARM_START_LEARNING_RATE,
         steps_per_execution=STEPS_PER_EXECUTION, jit_compile=JIT_COMPILE, input_in_memory=INPUT_IN_MEMORY,
-        deterministic=DETERMINISTIC,
+        input_examples=INPUT_EXAMPLES, deterministic=DETERMINISTIC,
     )
     return config.replace(**changes) if changes else config
 

@@ -18,7 +18,12 @@ def _by_id(pipeline):
 def test_splits_reach_transform_trainer_and_evaluator(tmp_path):
     c = _by_id(build_local(str(tmp_path / "logs"), str(tmp_path / "out")))
     prop = lambda node, key: json.loads(c[node].exec_properties[key])  # noqa: E731
-    assert prop("Transform", "splits_config") == {"analyze": ["train"], "transform": ["train", "validation", "eval"]}
+    # Transform analyses the train split and materializes nothing: the Trainer reads the raw
+    # examples through the transform graph (pipeline.py module doc).
+    assert prop("Transform", "splits_config") == {"analyze": ["train"]}
+    assert "transformed_examples" not in c["Transform"].outputs
+    assert c["Trainer"].inputs["examples"].producer_component_id == "LogExampleGen"
+    assert json.loads(c["Trainer"].exec_properties["custom_config"])["input_examples"] == "raw"
     assert prop("Trainer", "train_args")["splits"] == ["train"]
     assert prop("Trainer", "eval_args")["splits"] == ["validation"]
     assert prop("Evaluator", "example_splits") == ["eval"]
