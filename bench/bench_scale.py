@@ -12,7 +12,8 @@ later ones reading the earlier ones' artifacts through MLMD, so each process's p
 is that component's (``ru_maxrss`` of the process; Beam worker processes, when the Beam
 flags start any, under ``RUSAGE_CHILDREN``). Per component and size: wall seconds
 (including the process's ~10-20 s of imports, which is why tiny sizes look flat), peak
-RSS and rows/s of log rows.
+RSS, CPU seconds (user + system, the process and its children: the figure to compare
+when the machine is shared) and rows/s of log rows.
 
 Fitted per component, between the two largest sizes: the time exponent
 ``k = log(t_2 / t_1) / log(r_2 / r_1)`` (time ∝ rows^k; k = 1 is linear), and
@@ -71,9 +72,13 @@ def run_node(logs: str, out: str, node: str) -> dict:
 
     p = _pipeline(logs, out)
     start = time.time()
+    cpu_before = sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                         resource.getrusage(resource.RUSAGE_CHILDREN)))
     tfx.orchestration.LocalDagRunner().run(p, run_options=pipeline_py.RunOptions(from_nodes=[node], to_nodes=[node]))
     to_mb = 1 / 1024.0  # ru_maxrss is in KiB on Linux
+    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return {"name": node, "seconds": round(time.time() - start, 2),
+            "cpu_seconds": round(sum(u.ru_utime + u.ru_stime for u in usage) - cpu_before, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * to_mb, 1),
             "peak_rss_children_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * to_mb, 1)}
 
@@ -130,6 +135,7 @@ def summarize(sizes: list) -> list:
         rss = [s["nodes"][i]["peak_rss_mb"] for s in sizes]
         entry = {"name": name, "rows": rows, "seconds": seconds, "peak_rss_mb": rss,
                  "peak_rss_children_mb": [s["nodes"][i]["peak_rss_children_mb"] for s in sizes],
+                 "cpu_seconds": [s["nodes"][i].get("cpu_seconds") for s in sizes],
                  "rows_per_s": [round(r / t, 1) for r, t in zip(rows, seconds)],
                  "bookkeeping": any(k in name for k in _SKIP)}
         if len(rows) >= 2:
