@@ -1,9 +1,20 @@
 """The publish policies of the freshness replay (bench/bench_freshness.py): the model's
 table/dense layout and byte formula, each policy's served state (full, stale, delta with a
-priority and a dense schedule), scoring and the summary table."""
+priority and a dense schedule), scoring and the summary table.
+
+Dense spec "<fp32|fp16|int8_delta|int4_delta|fp16_delta>[@M][/F]": values in fp32 / fp16, or the
+difference from the policy's served dense weights coded as models/publishing/dense_delta.py
+codes it (bytes: deflate of the codes, level 6, as the delta's dense.npz is written, + a
+4-byte step per tensor for int8 / int4); "@M" on every M-th delta since the last full version
+(PublishConfig.dense_every; "@0": only with full versions), "/F" only the top F of the dense
+elements by |current − held| (plain values only). `policy_from_config` builds the policy the
+Publisher's own PublishConfig schedules (the bench's `default`)."""
+import zlib
+
 import numpy as np
 
 DENSE_INDEX_BYTES = 4  # int32 index of a dense element (more than 65,536 of them)
+DENSE_KINDS = ("fp32", "fp16", "int8_delta", "int4_delta", "fp16_delta")
 
 
 class Layout:
@@ -33,16 +44,22 @@ class Layout:
 
 def snapshot(model, layout):
     """What a publish of the trainer now would send: per table the rows as served (int8 ->
-    dequantized, as the serving graph computes them) and the mean optimizer state; the dense weights."""
+    dequantized, as the serving graph computes them), the int8 tables' codes (q, fp16 scale
+    and bias as bytes) and the mean optimizer state; the dense weights."""
     from models.publishing import quantization, row_importance
 
     weights = model.get_weights()
     opt = row_importance.compute_row_importance(model)["tables"]
-    rows = {}
+    rows, codes = {}, {}
     for name, t in layout.tables.items():
         values = np.asarray(weights[t["index"]], np.float32)
-        rows[name] = quantization.dequantize_rows(*quantization.quantize_rows(values)) if t["quantized"] else values
-    return {"rows": rows, "opt_state": {n: opt[n]["opt_state"] for n in layout.tables},
+        if t["quantized"]:
+            q, scale, bias = quantization.quantize_rows(values)
+            rows[name] = quantization.dequantize_rows(q, scale, bias)
+            codes[name] = np.concatenate([q, np.stack([scale, bias], 1).view(np.uint8)], axis=1)  # [K, D + 4]
+        else:
+            rows[name] = values
+    return {"rows": rows, "codes": codes, "opt_state": {n: opt[n]["opt_state"] for n in layout.tables},
             "dense": [np.asarray(weights[i], np.float32) for i in layout.dense]}
 
 
@@ -54,12 +71,14 @@ class Policy:
         self.dense_spec = dense  # "<fp32|fp16>[@every][/fraction]" (module docstring)
         spec, _, frac = dense.partition("/")
         self.dense_dtype, _, every = spec.partition("@")
-        if self.dense_dtype not in ("fp32", "fp16"):
-            raise ValueError(f"dense variant {dense!r}: expected fp32|fp16[@every][/fraction]")
+        if self.dense_dtype not in DENSE_KINDS or (frac and self.dense_dtype.endswith("_delta")):
+            raise ValueError(f"dense variant {dense!r}: expected <{'|'.join(DENSE_KINDS)}>[@every][/fraction] "
+                             "(/fraction with fp32|fp16 only)")
         self.dense_every, self.dense_fraction = int(every) if every else 1, float(frac) if frac else None
         self.priority, self.fraction = priority, fraction
         self.full_every, self.seed = full_every, seed
-        self.bytes, self.kinds, self.scores = [], [], []
+        self.bytes, self.kinds, self.scores, self.dense_bytes = [], [], [], []
+        self.row_payload = {"raw": 0, "deflate": 0, "diff_deflate": 0}  # the sent rows' codes (measure only)
         self.preds = {"click": [], "watch": []}
 
     def config(self):
@@ -71,6 +90,7 @@ class Policy:
         self.opt = {n: s.copy() for n, s in snap["opt_state"].items()}
         self.touch = {n: np.zeros_like(c, dtype=np.float64) for n, c in touches.items()}
         self.dense = [d.copy() for d in snap["dense"]]
+        self.codes = {n: c.copy() for n, c in snap.get("codes", {}).items()}
         self.deltas = 0
         return self.layout.full_bytes
 
@@ -95,16 +115,42 @@ class Policy:
                 self.opt[n][idx] = snap["opt_state"][n][idx]
                 self.touch[n][idx] = 0
                 sent += len(idx) * (t["row_bytes"] + t["index_bytes"])
+                self.measure_rows(n, snap, idx)
             if self.dense_every and self.deltas % self.dense_every == 0:
-                sent += self.send_dense(snap["dense"])
+                dense_sent = self.send_dense(snap["dense"])
+                sent += dense_sent
+                self.dense_bytes.append(int(dense_sent))
         self.bytes.append(int(sent))
         self.kinds.append(kind)
         return sent
 
+    def measure_rows(self, n, snap, idx):
+        """Would deflate pay on the sent int8 rows (codes + fp16 scale/bias), or on their codes'
+        difference from the held ones (mod 256)? Measured only; the bytes stay the formula's."""
+        if n not in self.codes or "codes" not in snap:
+            return
+        new = snap["codes"][n][idx]
+        diff = (new[:, :-4].astype(np.int16) - self.codes[n][idx][:, :-4]).astype(np.uint8)
+        self.row_payload["raw"] += new.nbytes
+        self.row_payload["deflate"] += len(zlib.compress(new.tobytes(), 6))
+        self.row_payload["diff_deflate"] += len(zlib.compress(diff.tobytes() + new[:, -4:].tobytes(), 6))
+        self.codes[n][idx] = new
+
     def send_dense(self, current):
         """Dense weights into the delta: all of them, or the top `dense_fraction` elements by
-        |current − held| (each with a 4-byte index); fp16 values are served as sent."""
+        |current − held| (each with a 4-byte index); fp16 values are served as sent; coded
+        ones (int8_delta, int4_delta, fp16_delta) are the held weights + the decoded difference."""
+        from models.publishing import dense_delta
         from models.publishing.priority import top_rows
+
+        if self.dense_dtype in dense_delta.CODINGS:
+            sent, held = 0, []
+            for h, c in zip(self.dense, current):
+                coded = dense_delta.encode(h, c, self.dense_dtype)
+                held.append(dense_delta.apply(h, coded))
+                sent += len(zlib.compress(coded.q.tobytes(), 6)) + (4 if coded.scale is not None else 0)
+            self.dense = held
+            return sent
 
         cast = (lambda a: a.astype(np.float16).astype(np.float32)) if self.dense_dtype == "fp16" else np.copy
         value_bytes = 2 if self.dense_dtype == "fp16" else 4
@@ -128,6 +174,13 @@ class Policy:
         return w
 
 
+def policy_from_config(name, layout, publish, seed=0):
+    """The delta policy PublishConfig `publish` schedules (the Publisher's own choices)."""
+    dense = f"{publish.delta_dense}@{publish.dense_every}"
+    return Policy(name, layout, "delta", publish.delta_priority, publish.delta_row_fraction, dense,
+                  publish.full_every, seed=seed)
+
+
 def score(click, watch, p):
     from models.evaluation import metrics
 
@@ -138,12 +191,16 @@ def score(click, watch, p):
             "calibration": metrics.calibration(click, p["click_prob"])}
 
 
-def make_policies(layout, priorities, fractions, dense_variants, full_every):
+def make_policies(layout, priorities, fractions, dense_variants, full_every, default=None, seed=0):
+    """full, stale, `default` (policy_from_config(default), when given), then every
+    priority × fraction × dense variant with a full version every full_every intervals."""
     policies = [Policy("full", layout, "full"), Policy("stale", layout, "stale")]
+    if default is not None:
+        policies.append(policy_from_config("default", layout, default, seed=seed))
     for pr in priorities:
         for f in fractions:
             for d in dense_variants:
-                policies.append(Policy(f"{pr}_{f * 100:g}%_{d}", layout, "delta", pr, f, d, full_every))
+                policies.append(Policy(f"{pr}_{f * 100:g}%_{d}", layout, "delta", pr, f, d, full_every, seed=seed))
     return policies
 
 
@@ -164,7 +221,11 @@ def summarize(policies, hours, fresh="full", stale="stale"):
                if np.isfinite(s["ne"]) and np.isfinite(f["ne"])]
         pooled_loss = (out[p.name]["ne"] - ne_f) / ne_f
         recovery = (ne_s - out[p.name]["ne"]) / (ne_s - ne_f) if ne_s != ne_f else float("nan")
+        raw = p.row_payload["raw"]
         rows.append({"policy": p.name, **p.config(), "bytes_per_hour": sum(p.bytes) / hours,
+                     "dense_bytes_per_hour": sum(p.dense_bytes) / hours, "dense_sends": len(p.dense_bytes),
+                     "row_codes_deflate_ratio": p.row_payload["deflate"] / raw if raw else None,
+                     "row_codes_diff_deflate_ratio": p.row_payload["diff_deflate"] / raw if raw else None,
                      "bytes_total": int(sum(p.bytes)), "fulls": p.kinds.count("full"), "deltas": p.kinds.count("delta"),
                      "delta_bytes_mean": float(np.mean([b for b, k in zip(p.bytes, p.kinds) if k == "delta"]))
                      if "delta" in p.kinds else None,

@@ -15,7 +15,7 @@ A DELTA publish (`publish_delta`):
        state's per-row opt_state and the rows version N holds) and writes the top
        delta_row_fraction rows + the changed dense weights (models/publishing/delta.py)
        when this delta is on the dense schedule (`sends_dense`: every dense_every-th delta
-       since the last full version); coded dense weights (int8_delta / fp16_delta) are the
+       since the last full version); coded dense weights (int8_delta / int4_delta / fp16_delta) are the
        difference from version N's own checkpoint, the exact served weights, so their
        rounding never compounds over deltas (models/publishing/dense_delta.py);
     3. assembles N + delta with serving/patcher.py in the scratch dir and verifies the

@@ -7,7 +7,7 @@ from models.publishing.priority import PRIORITIES as DELTA_PRIORITIES
 from models.publishing.pruning import DEFAULT_ROWS
 
 CRITERIA = ("opt_state", "l2_norm", "touch_count", "saliency")
-DELTA_DENSE = ("fp32", "fp16", "int8_delta", "fp16_delta")
+DELTA_DENSE = ("fp32", "fp16", "int8_delta", "int4_delta", "fp16_delta")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ class PublishConfig:
     full_every: a full version every this many publishes (1: always full); in between, a
         delta (models/publishing/delta.py) of each table's top delta_row_fraction rows by
         delta_priority plus the dense weights in delta_dense ("fp32" | "fp16" values, or
-        "int8_delta" | "fp16_delta": the difference from the served weights, quantized,
+        "int8_delta" | "int4_delta" | "fp16_delta": the difference from the served weights, quantized,
         models/publishing/dense_delta.py); a full version also whenever the config, the
         Transform output or the graph changes.
     dense_every: the dense weights ride on every dense_every-th delta since the last full

@@ -16,7 +16,8 @@ and the delta holds, per table, S_t (uint16 when K_t ≤ 65536, else int32), q[S
 (uint8) and scale_bias[S_t] (fp16 [k_t, 2]) — or the fp32 rows for tables left unquantized —
 and every dense (non-table) variable whose value changed, in fp32 or fp16 (delta_dense;
 non-float variables as they are), or coded as its difference from the served value
-(delta_dense "int8_delta": int8 codes + one float32 step per tensor; "fp16_delta": fp16
+(delta_dense "int8_delta" / "int4_delta": int8 codes in [−127, 127] / [−7, 7] + one float32
+step per tensor; "fp16_delta": fp16
 differences; models/publishing/dense_delta.py), or none (send_dense False: the Publisher's
 dense schedule, PublishConfig.dense_every). Payload bytes:
 
@@ -347,14 +348,14 @@ def read_delta(delta_dir: str) -> Tuple[dict, Dict[str, Dict[str, np.ndarray]], 
 
 def _apply_coded(key: str, target: np.ndarray, coded: "dense_delta.Coded") -> np.ndarray:
     """The base value + the coded difference, after checking dtype, shape and step."""
-    want = np.int8 if coded.coding == "int8_delta" else np.float16
+    want = np.float16 if coded.coding == "fp16_delta" else np.int8
     if coded.q.dtype != want or target.dtype != np.float32:
         raise DeltaMismatchError(f"dense variable {key}: {coded.coding} codes {coded.q.dtype} onto base "
                                  f"{target.dtype} (expected {np.dtype(want).name} onto float32)")
-    if coded.coding == "int8_delta":
+    if coded.coding in dense_delta.LEVELS:
         scale = None if coded.scale is None else np.asarray(coded.scale)
         if scale is None or scale.shape != () or scale.dtype != np.float32 or not (np.isfinite(scale) and scale >= 0):
-            raise DeltaMismatchError(f"dense variable {key}: int8_delta needs one finite float32 step >= 0, "
+            raise DeltaMismatchError(f"dense variable {key}: {coded.coding} needs one finite float32 step >= 0, "
                                      f"got {None if scale is None else (scale.dtype, scale.shape)}")
     return dense_delta.apply(target, coded)
 

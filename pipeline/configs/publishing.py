@@ -58,11 +58,26 @@ PUBLISH_SWEEP_MAX_EXAMPLES = 20000
 # in between a delta (models/publishing/delta.py) of each table's top
 # PUBLISH_DELTA_ROW_FRACTION compact rows by PUBLISH_DELTA_PRIORITY
 # (models/publishing/priority.py: "opt_state_change" | "row_change" | "touch_count" | "random")
-# plus the changed dense weights in PUBLISH_DELTA_DENSE ("fp32" | "fp16"), assembled into
-# the next version by serving/patcher.py. bench/results/freshness.json: with Adam, row_change
-# recovers the most NE per byte, and fp16 dense costs no NE while halving the delta.
-PUBLISH_FULL_EVERY, PUBLISH_DELTA_ROW_FRACTION = 6, 0.05
-PUBLISH_DELTA_PRIORITY, PUBLISH_DELTA_DENSE = "row_change", "fp16"
+# plus the changed dense weights in PUBLISH_DELTA_DENSE on every PUBLISH_DENSE_EVERY-th delta
+# (0: only with full versions), assembled into the next version by serving/patcher.py.
+# Chosen with bench-freshness on the VALIDATION day (REPLAY_SPLIT=validation, seeds 0 and 1,
+# bench/results/freshness_validation*.json), not on the replay days (#35):
+# - dense: the dense part is 43 % of a full version and the NE needs it fresh (seed 0: dense on
+#   every delta recovers 99 % of the NE, every 2nd 95 %, every 3rd 82 %, every 6th 53 %), so it
+#   rides on EVERY delta, but coded: "int4_delta" = the difference from the served weights in 15
+#   levels per tensor (models/publishing/dense_delta.py; deflated 52 kB per delta for the 149k
+#   dense parameters, 2.8 bits each, vs 122 kB for int8_delta and 298 kB for fp16 values) recovers as much as int8_delta (99.0 vs
+#   99.2 %, seed 1 89.9 vs 91.9 %, where fresh beats stale by only 0.12 % NE) at 43 % of its bytes.
+#   Coded against the served version's own checkpoint, its rounding never accumulates.
+# - rows: row_change recovers more than random at every budget (seed 0, 5 %: 99.0 vs 95.4 %);
+#   5 % over 3 % rows: 99.0 vs 98.6 % for +9 kB/h.
+# - full_every 36 (publishes): a full version is 1.38 MB, the whole 10x budget of 69 kB/h over
+#   20 h; with drift control a full one is needed only for new vocabularies / pruning plans,
+#   so every 36th publish (3 days of 2-h publishes: ~19 kB/h amortized). NB: pipeline/continuous.py
+#   runs Transform on the spans of full versions, so vocabularies refresh every 36 spans.
+PUBLISH_FULL_EVERY, PUBLISH_DELTA_ROW_FRACTION = 36, 0.05
+PUBLISH_DELTA_PRIORITY, PUBLISH_DELTA_DENSE = "row_change", "int4_delta"
+PUBLISH_DENSE_EVERY = 1
 # Continuous runs (pipeline/continuous.py; span.py): span k trains on [origin + k·SPAN_HOURS, +SPAN_HOURS)
 # and validates/evaluates on the SPAN_HOLDOUT_HOURS after it; origin: SPAN_ORIGIN_MS or 00:00 UTC+8 of the
 # first log date. Transform runs on spans k % PUBLISH_FULL_EVERY == 0, the others reuse its graph.
@@ -84,7 +99,7 @@ def publish_config(**changes):
         sweep_criteria=list(PUBLISH_SWEEP_CRITERIA), sweep_max_examples=PUBLISH_SWEEP_MAX_EXAMPLES,
         prune_auto=PUBLISH_PRUNE_AUTO, full_every=PUBLISH_FULL_EVERY,
         delta_row_fraction=PUBLISH_DELTA_ROW_FRACTION, delta_priority=PUBLISH_DELTA_PRIORITY,
-        delta_dense=PUBLISH_DELTA_DENSE, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS,
+        delta_dense=PUBLISH_DELTA_DENSE, dense_every=PUBLISH_DENSE_EVERY, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS,
         min_table_share=PUBLISH_MIN_TABLE_SHARE, batch_tables=PUBLISH_BATCH_TABLES)
     return config.replace(**changes) if changes else config
 

@@ -50,3 +50,48 @@ def test_delta_bytes_and_served_state(dense, expected):
 def test_bad_dense_spec():
     with pytest.raises(ValueError, match="dense variant"):
         bf.Policy("d", LAYOUT, "delta", "random", 0.05, "bf16")
+    with pytest.raises(ValueError, match="fraction with fp32"):
+        bf.Policy("d", LAYOUT, "delta", "random", 0.05, "int8_delta/0.1")
+
+
+def test_coded_dense_bytes_schedule_and_drift():
+    """int8_delta@2: the dense part on the 2nd and 4th delta, coded against the policy's own
+    served dense (bytes = deflate of the int8 codes + a 4-byte step per tensor); the served
+    dense stays within half a step of the trainer's, however many deltas."""
+    import zlib
+
+    from models.publishing import dense_delta
+
+    rng = np.random.default_rng(1)
+    p = bf.Policy("d", LAYOUT, "delta", "row_change", 0.05, "int8_delta@2", full_every=9)
+    zero = {"emb_a": np.zeros(40), "lin_b": np.zeros(10)}
+    codes = {"emb_a": rng.integers(0, 256, (40, 8), dtype=np.uint8)}
+    s = dict(_snap(rng), codes=codes)
+    p.full(s, zero)
+    rows_bytes = 2 * 10 + 1 * 6
+    for j in range(1, 5):
+        held = [d.copy() for d in p.dense]
+        s = dict(_snap(rng), codes=codes,
+                 dense=[d + rng.normal(scale=1e-3, size=d.shape).astype(np.float32) for d in s["dense"]])
+        sent = p.publish(j, s, zero)
+        if j % 2:
+            assert sent == rows_bytes and all(np.array_equal(a, b) for a, b in zip(p.dense, held))
+            continue
+        coded = [dense_delta.encode(h, c, "int8_delta") for h, c in zip(held, s["dense"])]
+        assert sent == rows_bytes + sum(len(zlib.compress(c.q.tobytes(), 6)) + 4 for c in coded)
+        for got, want, c in zip(p.dense, s["dense"], coded):
+            assert np.all(np.abs(got.astype(np.float64) - want) <= 0.5 * float(c.scale) + 1e-6)
+    assert p.dense_bytes == [p.bytes[1] - rows_bytes, p.bytes[3] - rows_bytes]
+    assert p.row_payload["raw"] == 4 * 2 * 8  # 2 int8 rows of emb_a (D + 4 = 8 bytes of codes) per delta
+
+
+def test_default_policy_is_the_publishers_schedule():
+    from pipeline import configs
+
+    cfg = configs.publish_config(full_every=7, delta_row_fraction=0.1, delta_priority="random",
+                                 delta_dense="fp16_delta", dense_every=4)
+    p = bf.policy_from_config("default", LAYOUT, cfg)
+    assert (p.kind, p.priority, p.fraction, p.full_every) == ("delta", "random", 0.1, 7)
+    assert (p.dense_dtype, p.dense_every, p.dense_fraction) == ("fp16_delta", 4, None)
+    names = [q.name for q in bf.make_policies(LAYOUT, ["row_change"], [0.05], ["fp16"], 12, default=cfg)]
+    assert names == ["full", "stale", "default", "row_change_5%_fp16"]

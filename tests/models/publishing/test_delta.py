@@ -104,18 +104,18 @@ def test_manifest_records_checksums_and_totals(versions):
         delta_lib.compute_delta(base, other, keys, 1.0, "row_change")
 
 
-@pytest.mark.parametrize("coding", ["int8_delta", "fp16_delta"])
+@pytest.mark.parametrize("coding", ["int8_delta", "int4_delta", "fp16_delta"])
 def test_coded_dense_assembles_the_trainer_weights_within_the_bound(versions, coding):
     """dense coded against version N (models/publishing/dense_delta.py): N + delta equals the
     new weights within the coding's bound; rows as with plain dense; send_dense False keeps N's."""
     from models.publishing import dense_delta
     from serving.patcher import assemble
 
-    version = 5 if coding == "int8_delta" else 6
+    version = {"int8_delta": 5, "fp16_delta": 6, "int4_delta": 7}[coding]
     manifest, delta_dir = make_delta(versions, 0.25, version, dense=coding)
     assert manifest["format"] == delta_lib.FORMAT == 4 and manifest["dense"]["dtype"] == coding
     (wkey, var), = manifest["dense"]["variables"].items()
-    assert var["coding"] == coding and var["sent_dtype"] == ("int8" if coding == "int8_delta" else "float16")
+    assert var["coding"] == coding and var["sent_dtype"] == ("float16" if coding == "fp16_delta" else "int8")
     _, _, dense = delta_lib.read_delta(delta_dir)
     out = os.path.join(versions["base"], str(version))
     assemble(os.path.join(versions["base"], "1"), delta_dir, out)
@@ -124,8 +124,8 @@ def test_coded_dense_assembles_the_trainer_weights_within_the_bound(versions, co
     assert got[wkey].dtype == np.float32 and not np.array_equal(base[wkey], new[wkey])
     bound = dense_delta.error_bound(base[wkey], new[wkey], dense[wkey])
     assert np.all(np.abs(got[wkey].astype(np.float64) - new[wkey]) <= bound)
-    if coding == "int8_delta":
-        step = float(np.max(np.abs(new[wkey].astype(np.float64) - base[wkey]))) / 127
+    if coding in dense_delta.LEVELS:
+        step = float(np.max(np.abs(new[wkey].astype(np.float64) - base[wkey]))) / dense_delta.LEVELS[coding]
         assert float(dense[wkey].scale) == pytest.approx(step, rel=1e-6)
     keys = delta_lib.table_keys(base[delta_lib.OBJECT_GRAPH_KEY])
     rows_only = delta_lib.compute_delta(base, new, keys, 0.25, "row_change", published={t: {} for t in keys},

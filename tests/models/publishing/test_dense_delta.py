@@ -23,6 +23,14 @@ def test_int8_coding_by_hand():
     assert c.nbytes == 3 + 4
 
 
+def test_int4_coding_by_hand():
+    served = np.zeros(4, np.float32)
+    target = np.array([0.7, 0.25, -0.04, -0.7], np.float32)  # Δ = 0.7 / 7 = 0.1
+    c = dense_delta.encode(served, target, "int4_delta")
+    np.testing.assert_array_equal(c.q, [7, 2, 0, -7])  # 2.5 → 2 (to even), −0.4 → 0
+    np.testing.assert_allclose(dense_delta.apply(served, c), [0.7, 0.2, 0.0, -0.7], rtol=0, atol=1e-7)
+
+
 def test_unchanged_tensor_codes_to_zero_and_fp16_coding():
     s = np.array([[1.5, -3.0]], np.float32)
     c = dense_delta.encode(s, s.copy(), "int8_delta")
@@ -49,11 +57,11 @@ def test_round_trip_within_the_bound(coding):
     got = dense_delta.apply(served, c).astype(np.float64)
     err, bound = np.abs(got - target), dense_delta.error_bound(served, target, c)
     assert np.all(err <= bound)
-    if coding == "int8_delta":
-        step = float(c.scale)
-        assert step == pytest.approx(np.max(np.abs(target.astype(np.float64) - served)) / 127, rel=1e-6)
+    if coding in dense_delta.LEVELS:
+        step, levels = float(c.scale), {"int8_delta": 127, "int4_delta": 7}[coding]
+        assert step == pytest.approx(np.max(np.abs(target.astype(np.float64) - served)) / levels, rel=1e-6)
         assert err.max() <= 0.5 * step * (1 + 1e-3) and err.max() > 0.3 * step  # the half step, not less
-        assert np.abs(c.q).max() == 127
+        assert np.abs(c.q).max() == levels and c.q.dtype == np.int8
     print(f"\n{coding}: max error {err.max():.3g}, bound {bound.max():.3g}")
 
 
@@ -66,7 +74,7 @@ def test_fifty_deltas_coded_against_the_served_weights_do_not_drift():
     served = trainer.copy()  # a full version
     naive, meant = trainer.copy(), trainer.copy()
     naive_err = []
-    for _ in range(50):
+    for _ in range(50):  # int8_delta; the int4 one obeys the same half-step bound (round trip test)
         trainer = (trainer + 1e-3 * np.sign(rng.normal(size=trainer.shape)) * rng.random(trainer.shape)
                    ).astype(np.float32)
         c = dense_delta.encode(served, trainer, "int8_delta")
