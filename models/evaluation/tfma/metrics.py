@@ -162,35 +162,14 @@ def _observed_ecs_computations(name="ecs_observed", label_key=None, item_key="vi
         model_names, output_names, example_weighted)
 
 
-def _ne_computations(name="normalized_entropy", prediction_output=None, label_key=None,
-                     model_names=None, output_names=None, example_weighted=False):
+def _row_computations(name, combiner, prediction_output=None, label_key=None, model_names=None,
+                      output_names=None, example_weighted=False):
+    """A combiner of `C` (by class name: NECombiner, BCECombiner, RMSECombiner, CountCombiner)
+    over one output's rows, with no extra metrics: NE, binary cross entropy, RMSE, row count."""
+    combiner_cls = getattr(C, combiner)
     return _computations(
         name, [], [label_key],
-        lambda keys: C.NECombiner(keys, Reader(keys[0], prediction_output, label_key)),
-        model_names, output_names, example_weighted)
-
-
-def _count_computations(name="example_count", prediction_output=None, model_names=None,
-                        output_names=None, example_weighted=False):
-    return _computations(
-        name, [], [],
-        lambda keys: C.CountCombiner(keys, Reader(keys[0], prediction_output, None)),
-        model_names, output_names, example_weighted)
-
-
-def _bce_computations(name="binary_crossentropy", prediction_output=None, label_key=None,
-                      model_names=None, output_names=None, example_weighted=False):
-    return _computations(
-        name, [], [label_key],
-        lambda keys: C.BCECombiner(keys, Reader(keys[0], prediction_output, label_key)),
-        model_names, output_names, example_weighted)
-
-
-def _rmse_computations(name="rmse", prediction_output=None, label_key=None,
-                       model_names=None, output_names=None, example_weighted=False):
-    return _computations(
-        name, [], [label_key],
-        lambda keys: C.RMSECombiner(keys, Reader(keys[0], prediction_output, label_key)),
+        lambda keys: combiner_cls(keys, Reader(keys[0], prediction_output, label_key)),
         model_names, output_names, example_weighted)
 
 
@@ -342,8 +321,8 @@ class NormalizedEntropy(metric_types.Metric):
 
     def __init__(self, name: str = "normalized_entropy",
                  prediction_output: Optional[str] = None, label_key: Optional[str] = None):
-        super().__init__(_ne_computations, name=name, prediction_output=prediction_output,
-                         label_key=label_key)
+        super().__init__(_row_computations, name=name, combiner="NECombiner",
+                         prediction_output=prediction_output, label_key=label_key)
 
 
 class RowCount(metric_types.Metric):
@@ -352,7 +331,8 @@ class RowCount(metric_types.Metric):
     (`models.evaluation.tfma.extractors`). Config: ``name``, ``prediction_output``."""
 
     def __init__(self, name: str = "example_count", prediction_output: Optional[str] = None):
-        super().__init__(_count_computations, name=name, prediction_output=prediction_output)
+        super().__init__(_row_computations, name=name, combiner="CountCombiner",
+                         prediction_output=prediction_output)
 
 
 class RowBinaryCrossEntropy(metric_types.Metric):
@@ -362,8 +342,8 @@ class RowBinaryCrossEntropy(metric_types.Metric):
 
     def __init__(self, name: str = "binary_crossentropy", prediction_output: Optional[str] = None,
                  label_key: Optional[str] = None):
-        super().__init__(_bce_computations, name=name, prediction_output=prediction_output,
-                         label_key=label_key)
+        super().__init__(_row_computations, name=name, combiner="BCECombiner",
+                         prediction_output=prediction_output, label_key=label_key)
 
 
 class RMSE(metric_types.Metric):
@@ -372,8 +352,8 @@ class RMSE(metric_types.Metric):
 
     def __init__(self, name: str = "rmse", prediction_output: Optional[str] = None,
                  label_key: Optional[str] = None):
-        super().__init__(_rmse_computations, name=name, prediction_output=prediction_output,
-                         label_key=label_key)
+        super().__init__(_row_computations, name=name, combiner="RMSECombiner",
+                         prediction_output=prediction_output, label_key=label_key)
 
 
 class QuantileCoverage(metric_types.Metric):
