@@ -262,6 +262,8 @@ def main() -> int:
     if sets:
         prefix = f"GBDT_FAMILY_SETS='{sets}' "
         result["loadavg_before"] = load
+        result["prepare_command"] = ("LOG_SIGNAL_FAMILIES=all LOG_SIGNALS=<the 12>: bench.ranker_data."
+                                     "run_example_gen_and_transform(<logs>, BENCH_WORK, <train days>, <eval days>)")
     record = {"command": prefix + "LOG_SIGNALS=<signals> BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
               "target": target, "signals": list(F.MODEL_SIGNAL_FEATURES), "features": names,
               "params": {k: v for k, v in params.items() if k != "categorical_features"},
