@@ -159,12 +159,17 @@ def fit_model_levels(model, dataset: Iterable, quantiles_output: str = "quantile
         raise ValueError(f"fit_model_levels needs exactly one CqeHead, found {len(layers)}")
     head = layers[0]
     head.set_conformal_levels(head.taus)
+    import tensorflow as tf
+
+    # One graph for every batch (eager calls of a DIN run op by op in Python: ~50x slower).
+    quantiles_of = tf.function(lambda features: model(features, training=False)[quantiles_output],
+                               reduce_retracing=True)
     ys, qs = [], []
     for features, labels in dataset:
         if label_key not in labels:
             raise ValueError(f"calibration labels have no {label_key!r}: {sorted(labels)}")
         ys.append(np.asarray(labels[label_key], np.float64).reshape(-1))
-        qs.append(np.asarray(model(features, training=False)[quantiles_output], np.float64))
+        qs.append(np.asarray(quantiles_of(features), np.float64))
     if not ys:
         raise ValueError("fit_model_levels: the calibration dataset is empty")
     y, q = np.concatenate(ys), np.concatenate(qs)
