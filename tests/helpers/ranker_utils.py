@@ -1,4 +1,6 @@
 """Helpers for ranker tests: random transformed inputs, raw rows, a small TFTransformOutput."""
+import os
+
 import numpy as np
 
 from models import features as F
@@ -76,6 +78,11 @@ def build_transform_output(rows, history_length, temp_dir, out_dir):
     with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=False):
         transform_fn = (rows, metadata) | tft_beam.AnalyzeDataset(preprocessing_fn)
         _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
+    # the raw schema beside it, as TFX's Transform writes it (tft_output.raw_metadata: the
+    # Trainer parses raw examples with it)
+    from tensorflow_transform.tf_metadata import metadata_io
+
+    metadata_io.write_metadata(metadata, os.path.join(out_dir, tft.TFTransformOutput.RAW_METADATA_DIR))
     return tft.TFTransformOutput(out_dir)
 
 

@@ -1,5 +1,6 @@
-"""run_fn end to end without a TFX run: transformed example files + TFTransformOutput ->
-train every model_type under the configured strategy -> SavedModel with both signatures."""
+"""run_fn end to end without a TFX run: raw example files (the pipeline's Trainer input:
+input_examples="raw", read through the transform graph) or transformed ones + TFTransformOutput
+-> train under the configured strategy -> SavedModel with both signatures."""
 import json
 import os
 
@@ -22,23 +23,29 @@ L = SMALL_L  # the shared transform graph's history length
 
 @pytest.fixture(scope="module")
 def transformed_files(small_transform_output, tmp_path_factory):
-    """64 raw rows transformed by the suite's shared transform graph (tests/conftest.py,
-    analysed once per run) and written as 48 train / 16 eval example files."""
+    """64 raw rows written as 48 train / 16 eval example files twice: raw (what LogExampleGen
+    writes and the pipeline's Trainer reads) and transformed by the suite's shared transform
+    graph (tests/conftest.py, analysed once per run). Returns ({"raw" | "transformed": {split:
+    [file]}}, transform dir, rows)."""
     tft_output, _ = small_transform_output
     rows = raw_rows(64, L, seed=3)
     spec = F.raw_feature_spec(L)
     dtypes = {"int64": np.int64, "float32": np.float32, "string": object}
-    raw = {k: tf.constant(np.array([r[k] for r in rows], dtype=dtypes[v.dtype.name])) for k, v in spec.items()}
-    transformed = {k: v.numpy() for k, v in tft_output.transform_raw_features(raw).items()}
-    coder = tft.coders.ExampleProtoCoder(tft_output.transformed_metadata.schema)
-    data_dir = tmp_path_factory.mktemp("transformed")
+    raw = {k: np.array([r[k] for r in rows], dtype=dtypes[v.dtype.name]) for k, v in spec.items()}
+    transformed = {k: v.numpy() for k, v in tft_output.transform_raw_features(
+        {k: tf.constant(v) for k, v in raw.items()}).items()}
+    data_dir = tmp_path_factory.mktemp("examples")
     files = {}
-    for split, part in (("train", range(48)), ("eval", range(48, 64))):
-        path = str(data_dir / f"{split}.gz")
-        with tf.io.TFRecordWriter(path, options="GZIP") as w:
-            for i in part:
-                w.write(coder.encode({k: v[i] for k, v in transformed.items()}))
-        files[split] = [path]
+    for kind, values, schema in (("raw", raw, tft_output.raw_metadata.schema),
+                                 ("transformed", transformed, tft_output.transformed_metadata.schema)):
+        coder = tft.coders.ExampleProtoCoder(schema)
+        files[kind] = {}
+        for split, part in (("train", range(48)), ("eval", range(48, 64))):
+            path = str(data_dir / f"{kind}_{split}.gz")
+            with tf.io.TFRecordWriter(path, options="GZIP") as w:
+                for i in part:
+                    w.write(coder.encode({k: v[i] for k, v in values.items()}))
+            files[kind][split] = [path]
     return files, os.path.dirname(tft_output.transform_savedmodel_dir), rows
 
 
@@ -49,10 +56,11 @@ def _data_accessor():
     return DataAccessor(tf_dataset_factory=factory, record_batch_factory=None, data_view_decode_fn=None)
 
 
-def _fn_args(files, transform_dir, tmp_path, **config):
+def _fn_args(files, transform_dir, tmp_path, input_examples="raw", **config):
     custom_config = configs.trainer_config(history_length=L, batch_size=16, embedding_dim=4,
                                            watch_head="regression").to_custom_config()
-    custom_config.update(config)
+    custom_config.update(config, input_examples=input_examples)
+    files = files[input_examples]
     return FnArgs(train_files=files["train"], eval_files=files["eval"], transform_output=transform_dir,
                   serving_model_dir=str(tmp_path / "serving"), model_run_dir=str(tmp_path / "run"),
                   train_steps=4, eval_steps=1, custom_config=custom_config, data_accessor=_data_accessor())
@@ -61,10 +69,11 @@ def _fn_args(files, transform_dir, tmp_path, **config):
 # Every ranker's export/reload is covered by tests/test_rankers.py; here run_fn itself
 # (TFX FnArgs, DataAccessor, strategy, BackupAndRestore) runs on a linear and a
 # sequence ranker, which keeps the suite inside its time budget.
-@pytest.mark.parametrize("model_type", ["lr", "bst"])
-def test_run_fn_trains_and_exports(model_type, transformed_files, tmp_path):
+# lr reads raw examples (the pipeline's input), bst transformed ones (TrainerConfig's other mode).
+@pytest.mark.parametrize("model_type,input_examples", [("lr", "raw"), ("bst", "transformed")])
+def test_run_fn_trains_and_exports(model_type, input_examples, transformed_files, tmp_path):
     files, transform_dir, rows = transformed_files
-    fn_args = _fn_args(files, transform_dir, tmp_path, model_type=model_type,
+    fn_args = _fn_args(files, transform_dir, tmp_path, input_examples=input_examples, model_type=model_type,
                        ranker_params=configs.RANKER_PARAMS[model_type])
     run_fn(fn_args)
     with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
