@@ -72,15 +72,19 @@ def run_node(logs: str, out: str, node: str) -> dict:
 
     p = _pipeline(logs, out)
     start = time.time()
-    cpu_before = sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                         resource.getrusage(resource.RUSAGE_CHILDREN)))
+    cpu_before = _cpu_seconds()
     tfx.orchestration.LocalDagRunner().run(p, run_options=pipeline_py.RunOptions(from_nodes=[node], to_nodes=[node]))
     to_mb = 1 / 1024.0  # ru_maxrss is in KiB on Linux
-    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return {"name": node, "seconds": round(time.time() - start, 2),
-            "cpu_seconds": round(sum(u.ru_utime + u.ru_stime for u in usage) - cpu_before, 2),
+            "cpu_seconds": round(_cpu_seconds() - cpu_before, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * to_mb, 1),
             "peak_rss_children_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * to_mb, 1)}
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def node_ids(logs: str, out: str) -> list:

@@ -97,3 +97,11 @@ def test_publisher_replaces_the_pusher(tmp_path):
     config = PublishConfig.from_json_dict(json.loads(pusher.exec_properties["config_json"]))
     assert config == configs.PUBLISHER
     assert pusher.exec_properties["serving_base"] == configs.output_paths(str(tmp_path / "out"))["serving_model_dir"]
+
+
+def test_transformed_trainer_input_is_refused(tmp_path):
+    """Transform materializes nothing, so a Trainer config asking for transformed examples
+    would read files that do not exist: the build refuses it."""
+    with pytest.raises(ValueError, match="input_examples must be 'raw'"):
+        build_local(str(tmp_path / "logs"), str(tmp_path / "out"),
+                    trainer_config=configs.trainer_config(input_examples="transformed"))
