@@ -77,13 +77,17 @@ class TitansMemory(keras.layers.Layer):
         value_dim: d_v (values, the read's size); default ``key_dim``.
         memory: ``"linear"`` or ``"mlp"`` (2 layers, hidden ``expansion * key_dim``).
         chunk_size: events per chunk (gradients at the chunk's start weights).
-        max_lr: θ_max.
+        max_lr: θ_max. Stability: a chunk sums up to C gradients taken at the same weights,
+            so on a direction shared by n events of a chunk the step is ~2 θ n (unit keys);
+            it must stay below ~2 (1 + η) or the memory diverges across chunks (measured on
+            the lifelong bench with C = 64: θ_max 0.05 reaches |M| ~ 1e6 on the first batch,
+            1.0 gives NaN, 0.01 stays bounded). Default 0.01.
         forget_bias, momentum_bias, lr_bias: initial biases of the α, η, θ gates
             (σ(-6) ≈ 0.0025 forgetting per event keeps ~0.6 of a memory after 200 events).
         expansion: hidden width multiplier of the MLP memory.
     """
 
-    def __init__(self, key_dim=16, value_dim=None, memory="linear", chunk_size=32, max_lr=1.0,
+    def __init__(self, key_dim=16, value_dim=None, memory="linear", chunk_size=32, max_lr=0.01,
                  forget_bias=-6.0, momentum_bias=0.0, lr_bias=0.0, expansion=2, **kwargs):
         super().__init__(**kwargs)
         if memory not in _MEMORIES:
@@ -174,9 +178,13 @@ class TitansMemory(keras.layers.Layer):
         alpha = tf.sigmoid(z[..., 2]) * mask                    # padded: α = 0
         return keys, values, theta, eta, alpha, mask
 
-    def memory_state(self, history, mask=None):
+    def memory_state(self, history, mask=None, initial_state=None):
         """The writer: ``(params, momentum)`` after all events, each a list of ``[B, ...]``
-        tensors. Padded events are identity steps; L is padded to whole chunks."""
+        tensors. Padded events are identity steps; L is padded to whole chunks (chunks are
+        counted from ``history[:, 0]``, so a serving writer must see the events at the
+        same positions as training). ``initial_state`` continues from a state written
+        before (events appended in whole chunks give the state of one full replay: the
+        per-user store of the UIC pattern); default: the learned M_0 and S_0 = 0."""
         if not self.built:
             self.build(history.shape)
         keys, values, theta, eta, alpha, mask = self._project(history, mask)
@@ -197,8 +205,11 @@ class TitansMemory(keras.layers.Layer):
             return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
 
         elems = tuple(time_major(x) for x in (keys, values, c_m, c_s, p_mm, p_ms, p_ss))
-        params0 = [tf.tile(tf.convert_to_tensor(w)[None], [batch, 1, 1]) for w in self.initial_memory]
-        state0 = (params0, [tf.zeros_like(p) for p in params0])
+        if initial_state is None:
+            params0 = [tf.tile(tf.convert_to_tensor(w)[None], [batch, 1, 1]) for w in self.initial_memory]
+            state0 = (params0, [tf.zeros_like(p) for p in params0])
+        else:
+            state0 = (list(initial_state[0]), list(initial_state[1]))
 
         def step(state, chunk):
             params, momentum = state

@@ -134,6 +134,22 @@ def test_writer_state_then_read_equals_call_and_config_round_trip():
     assert_config_round_trip(layer, lambda lay: lay(x, q, mask=mask))
 
 
+@pytest.mark.parametrize("memory", ["linear", "mlp"])
+def test_writer_continues_from_a_stored_state_in_whole_chunks(memory):
+    """Serving's per-user store: the state after events [0, 4) then [4, 7) (chunk 4)
+    equals one replay of [0, 7); a split inside a chunk does not (chunks are counted
+    from the first position the writer sees)."""
+    layer = _layer(memory, 4)
+    x, q, mask = _inputs()
+    full = layer.memory_state(x, mask)
+    part = layer.memory_state(x[:, 4:], mask[:, 4:], initial_state=layer.memory_state(x[:, :4], mask[:, :4]))
+    for a, b in zip(tf.nest.flatten(full), tf.nest.flatten(part)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(layer.read(part, q).numpy(), layer(x, q, mask=mask).numpy(), rtol=1e-5, atol=1e-6)
+    off = layer.memory_state(x[:, 3:], mask[:, 3:], initial_state=layer.memory_state(x[:, :3], mask[:, :3]))
+    assert np.abs(off[0][0].numpy() - full[0][0].numpy()).max() > 1e-4
+
+
 @pytest.mark.parametrize("kwargs", [{"memory": "deep"}, {"key_dim": 0}, {"chunk_size": 0}, {"max_lr": 0.0}])
 def test_invalid_arguments(kwargs):
     with pytest.raises(ValueError):
