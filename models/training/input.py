@@ -18,14 +18,17 @@ def label_keys_for(model) -> dict:
 
 
 def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1,
-             label_keys=None, shuffle_buffer_size=None, raw=False, in_memory=False, seed=0):
+             label_keys=None, shuffle_buffer_size=None, raw=False, in_memory=False, seed=0, canonical=False):
     """Transformed examples -> (features, {output name: label}) batches.
 
     ``in_memory=True`` (TrainerConfig ``input_in_memory``): the split is read, parsed and
     (``raw``) transformed once, in large unshuffled batches, into memory
     (`materialize`); every epoch then shuffles row indices and gathers whole batches
     (`in_memory_dataset`): an exact permutation of the split per epoch, no per-example
-    work and no shuffle buffer.
+    work and no shuffle buffer. ``canonical=True`` (TrainerConfig ``deterministic``) sorts
+    the rows by content first (`canonical_order`): LogExampleGen's Beam sink assigns rows to
+    shards and orders them differently in every run, so the same rows arrive in another order
+    and the seeded shuffle would give other batches.
 
     ``raw=True``: the files are raw examples (LogExampleGen's); they are parsed with the
     transform graph's raw schema and transformed here by its TFT layer (TrainerConfig
@@ -43,6 +46,8 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
         once = input_fn(file_pattern, data_accessor, tf_transform_output, MATERIALIZE_BATCH, False,
                         label_keys=label_keys, raw=raw)
         features, labels = materialize(once)
+        if canonical:
+            features, labels = canonical_order(features, labels)
         return in_memory_dataset(features, labels, batch_size, shuffle, seed=seed, num_epochs=num_epochs)
     if shuffle and not shuffle_buffer_size:
         raise ValueError("input_fn: shuffling needs shuffle_buffer_size (TrainerConfig.shuffle_buffer_size)")
@@ -71,6 +76,40 @@ def materialize(dataset):
         raise ValueError("materialize: the dataset is empty")
     join = lambda i: {k: np.concatenate([p[i][k] for p in parts]) for k in parts[0][i]}  # noqa: E731
     return join(0), join(1)
+
+
+def canonical_order(features, labels):
+    """Rows of ({key: array}, {key: array}) sorted by a 64-bit hash of their content.
+
+    h(row) = fold over the sorted keys and each row's elements e_j of
+    h <- (h · 0x100000001B3) xor mix(bits(e_j) + j·φ64), mix = splitmix64's finalizer,
+    bits = the element's bytes as an unsigned integer (crc32 for strings); the order is
+    argsort(h), stable. Any permutation of the same rows gives the same arrays (rows that
+    hash alike are either identical or a 64-bit collision, ~n²/2^65)."""
+    import zlib
+
+    import numpy as np
+
+    arrays = [features[k] for k in sorted(features)] + [labels[k] for k in sorted(labels)]
+    n = len(arrays[0])
+    h = np.zeros(n, np.uint64)
+    j = 0
+    with np.errstate(over="ignore"):
+        for a in arrays:
+            cols = np.ascontiguousarray(a).reshape(n, -1)
+            if cols.dtype.kind in "OSU":
+                bits = np.vectorize(lambda e: zlib.crc32(e if isinstance(e, bytes) else str(e).encode()),
+                                    otypes=[np.uint64])(cols) if cols.size else cols.astype(np.uint64)
+            else:
+                bits = cols.view(f"u{cols.dtype.itemsize}").astype(np.uint64)
+            for c in range(cols.shape[1]):
+                z = bits[:, c] + np.uint64(j) * np.uint64(0x9E3779B97F4A7C15)
+                z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+                z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+                h = (h * np.uint64(0x100000001B3)) ^ (z ^ (z >> np.uint64(31)))
+                j += 1
+    order = np.argsort(h, kind="stable")
+    return {k: v[order] for k, v in features.items()}, {k: v[order] for k, v in labels.items()}
 
 
 def in_memory_dataset(features, labels, batch_size, shuffle, seed=0, num_epochs=1):

@@ -74,6 +74,10 @@ def run_fn(fn_args):
     check_model_type(config.model_type)  # fail before any data is read
     if config.deterministic:
         determinism.enable_determinism()
+        if not config.input_in_memory:
+            logging.warning("deterministic training with streaming input (input_in_memory=False): the "
+                            "shuffle follows the example files' row order, so runs reproduce only on the "
+                            "same example files, not on a rerun of LogExampleGen")
     # Python's random, NumPy and TensorFlow: tf-keras draws an unseeded initializer's seed from
     # Python's random module, so tf.random.set_seed alone leaves the initial weights per process
     keras.utils.set_random_seed(config.seed)
@@ -96,7 +100,7 @@ def run_fn(fn_args):
                       input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size,
                       True, num_epochs=None if input_context else 1, label_keys=label_keys,
                       shuffle_buffer_size=config.shuffle_buffer_size, raw=raw,
-                      in_memory=config.input_in_memory, seed=config.seed)
+                      in_memory=config.input_in_memory, seed=config.seed, canonical=config.deterministic)
         if config.shuffle_labels_seed is not None:
             ds = shuffle_labels(ds, config.shuffle_labels_seed)
         if input_context:
@@ -117,7 +121,8 @@ def run_fn(fn_args):
         # fn_args.eval_files: the pipeline's "validation" split (the last train day), never the
         # eval days the Evaluator scores (pipeline.py EvalArgs)
         validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
-                              label_keys=label_keys, raw=raw, in_memory=config.input_in_memory)
+                              label_keys=label_keys, raw=raw, in_memory=config.input_in_memory,
+                              canonical=config.deterministic)
         if fn_args.eval_steps:
             validation = validation.take(fn_args.eval_steps)
 
@@ -157,7 +162,8 @@ def run_fn(fn_args):
     else:  # per-row optimizer state, touches and L2 norm beside the SavedModel, for the Publisher (#10)
         row_importance.write_row_importance(model, input_fn(
             fn_args.train_files, fn_args.data_accessor, tf_transform_output, 1024, False, label_keys=label_keys,
-            raw=raw), os.path.dirname(fn_args.serving_model_dir))
+            raw=raw, in_memory=config.deterministic, canonical=config.deterministic),  # float sums in one order
+            os.path.dirname(fn_args.serving_model_dir))
         warm_start.save(model, vocabularies, os.path.dirname(fn_args.serving_model_dir))  # the next run's start
 
 

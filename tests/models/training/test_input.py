@@ -44,3 +44,25 @@ def test_materialize_rejects_an_empty_dataset():
         assert "empty" in str(e)
     else:
         raise AssertionError("materialize accepted an empty dataset")
+
+
+def test_canonical_order_is_the_same_for_any_row_order_and_keeps_rows_aligned():
+    from models.training.input import canonical_order
+
+    rng = np.random.default_rng(0)
+    n = 50
+    features = {"id": rng.integers(0, 5, n), "h": rng.normal(size=(n, 3)).astype(np.float32),
+                "s": np.array([f"k{i % 7}".encode() for i in range(n)], dtype=object),
+                "flag": rng.integers(0, 2, n).astype(bool)}
+    labels = {"y": np.arange(n, dtype=np.float32)[:, None]}  # the row's identity
+    base_f, base_l = canonical_order(features, labels)
+    for seed in (1, 2):
+        perm = np.random.default_rng(seed).permutation(n)
+        f, lab = canonical_order({k: v[perm] for k, v in features.items()}, {"y": labels["y"][perm]})
+        for k in features:  # the same arrays, whatever order the rows came in
+            np.testing.assert_array_equal(f[k], base_f[k])
+        np.testing.assert_array_equal(lab["y"], base_l["y"])
+    rows = base_l["y"][:, 0].astype(int)  # features travel with their labels
+    assert sorted(rows) == list(range(n)) and list(rows) != list(range(n))
+    for k in features:
+        np.testing.assert_array_equal(base_f[k], features[k][rows])
