@@ -141,5 +141,11 @@ bench-ingestion: setup
 bench-scale: setup
 	$(PY) -m bench.bench_scale
 
+# Lifelong user memory (#38): din_last50 vs mean_pool / twin_lite / titans on the simulator's
+# opt-in lifelong histories (L = 2,000) -> bench/results/lifelong.json (see bench/bench_lifelong.py)
+.PHONY: bench-lifelong
+bench-lifelong: setup
+	$(PY) -m bench.bench_lifelong $(BENCH_LIFELONG_ARGS)
+
 clean:
 	rm -rf $(OUT) data/generated tfx_home
