@@ -141,6 +141,16 @@ bench-ingestion: setup
 bench-scale: setup
 	$(PY) -m bench.bench_scale
 
+# Scaling law (#36): validation log loss / NE against data, non-embedding parameters,
+# embedding width and training FLOPs for DIN and DCN, L(x) = E + A x^-alpha fits with
+# bootstrap intervals, extrapolation check and the data-vs-model verdict on LOGS (default:
+# the shared real logs) -> bench/results/scaling.json + .png (see bench/bench_scaling.py);
+# BENCH_SCALING_QUICK=1 for a look (fewer points, one seed)
+.PHONY: bench-scaling
+bench-scaling: setup
+	LOGS="$(LOGS)" TRAIN_DAYS="$(TRAIN_DAYS)" EVAL_DAYS="$(EVAL_DAYS)" BENCH_OUT="$(BENCH_OUT)" \
+	  BENCH_SCALING_QUICK="$(BENCH_SCALING_QUICK)" $(PY) -m bench.bench_scaling
+
 # Lifelong user memory (#38): din_last50 vs mean_pool / twin_lite / titans on the simulator's
 # opt-in lifelong histories (L = 2,000) -> bench/results/lifelong.json (see bench/bench_lifelong.py)
 .PHONY: bench-lifelong

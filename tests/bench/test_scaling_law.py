@@ -132,3 +132,19 @@ def test_joint_fit_recovers_exponents():
     assert fit["alpha"] == pytest.approx(0.25, rel=0.15)
     assert fit["beta"] == pytest.approx(0.4, rel=0.15)
     assert fit["E"] == pytest.approx(0.4, abs=0.02)
+
+
+def test_compute_axis_keeps_the_lower_envelope_and_crossing_is_found():
+    from bench.scaling_report import axis_points, gbdt_crossings
+
+    rec = lambda f, m, flops, loss: {"ranker": "din", "axes": ["data"], "fraction": f, "size": m,  # noqa: E731
+                                     "embedding_dim": 16, "train_flops": flops, "val_logloss": loss}
+    records = [rec(0.25, 1, 1e9, 0.70), rec(0.5, 1, 2e9, 0.65), rec(1.0, 4, 3e9, 0.66), rec(1.0, 1, 4e9, 0.60)]
+    assert [x for x, _ in axis_points(records, "din", "compute")] == [1e9, 2e9, 4e9]  # 3e9 is beaten by 2e9
+    curve = lambda name, E, A, a: {"ranker": name, "axis": "data", "metric": "logloss", "E": E, "A": A,  # noqa: E731
+                                   "alpha": a, "points": [{"x": 1e3}, {"x": 1e5}]}
+    # 0.5 + 10 x^-0.5 = 0.55 + 1 x^-0.5  <=>  9 x^-0.5 = 0.05  <=>  x = 180^2 = 32,400
+    cross = gbdt_crossings([curve("din", 0.5, 10.0, 0.5), curve("gbdt", 0.55, 1.0, 0.5)])
+    assert cross[0]["crossing_train_examples"] == pytest.approx(32_400, rel=0.03)
+    never = gbdt_crossings([curve("din", 0.6, 10.0, 0.5), curve("gbdt", 0.55, 1.0, 0.5)])
+    assert never[0]["crossing_train_examples"] is None and never[0]["deep_at_full_data"] == "above"

@@ -1,0 +1,322 @@
+"""Scaling-law study (#36): is the next gain in more data or a bigger model?
+-> bench/results/scaling.json + scaling.png
+
+    make bench-scaling                         # or: .venv/bin/python -m bench.bench_scaling
+    BENCH_SCALING_QUICK=1 make bench-scaling   # a look: fewer points, one seed, no LR grid
+    LOGS=/path TRAIN_DAYS=20220425-20220502 EVAL_DAYS=20220503-20220504 make bench-scaling
+
+Data: the pipeline's LogExampleGen + Transform on the bench days and the transformed
+train / validation splits, as bench-rankers builds them (bench/ranker_data.py; the
+validation split is the last train day). Per ranker (BENCH_MODELS, default din,dcn):
+
+  data axis       nested random impression subsets of the train split (fractions
+                  1/32 .. 1, one permutation: the same days at every size), default size
+  params axis     the non-embedding network scaled by a width multiplier m (DIN: the
+                  attention MLP (80, 40)·m and the MLP (200, 80)·m; DCN: the deep MLP
+                  (256, 128)·m and low-rank cross layers, projection 64·m), full data;
+                  x = non-embedding parameters (bench/model_flops.py)
+  embedding axis  embedding_dim 4 .. 32 at the default size, full data
+  compute axis    C = 3 · forward FLOPs/example · examples seen by the kept weights,
+                  over every run of the ranker; the fit uses the lower envelope (the
+                  points no cheaper run beats)
+
+Each run trains with bench-rankers' recipe (run_fn.fit_ranker: up to BENCH_EPOCHS epochs,
+early stopping on the validation click AUC, best epoch kept; batch BENCH_BATCH_SIZE,
+the Trainer's in-memory input) and is scored on the validation day: log loss and NE
+(log loss / H(click rate)), per impression kept for the bootstrap. With the full setting
+the learning rate of each size is chosen from BENCH_LR_GRID (× the config's) on the
+validation log loss of the first seed at full data; the other seeds reuse it.
+
+Fits and verdict: bench/scaling_report.py (bench/scaling_law.py does the math).
+Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_OUT (default bench/results/scaling.json; the
+PNG beside it), BENCH_WORK (default /tmp/bench_scaling), BENCH_MODELS, BENCH_SEEDS,
+BENCH_SCALING_QUICK, BENCH_BOOTSTRAP (1000; quick 400), BENCH_MAX_RUNS (stop after so
+many runs and fit what there is), BENCH_GBDT_MAX_ITER (800, quick 300; 0 = no
+gradient-boosting reference curve over the data fractions); overrides of the setting:
+BENCH_SCALING_FRACTIONS (e.g. 1/32,1/8,1), BENCH_SCALING_SIZES, BENCH_SCALING_EMBEDDINGS,
+BENCH_LR_GRID (multipliers). Runs already in BENCH_WORK (same validation impressions,
+same run) are reused, so a larger setting trains only what is missing; with
+BENCH_SCALING_CACHED_ONLY=1 nothing is trained: the fits use the cached runs of the setting.
+"""
+import glob
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from bench.bench_rankers import DEFAULT_LOGS, ROOT
+from components.log_example_gen.time_split import parse_days
+
+FULL = {"fractions": [1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0, 4.0],
+        "embedding_dims": [4, 8, 16, 32], "seeds": [0, 1, 2], "lr_grid": [0.5, 1.0, 2.0]}
+QUICK = {"fractions": [1 / 32, 1 / 8, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0],
+         "embedding_dims": [], "seeds": [0], "lr_grid": [1.0]}
+BASE_SIZE = 1.0
+
+
+def _number(text):
+    """'1/32' or '0.5' -> float."""
+    num, _, den = text.strip().partition("/")
+    return float(num) / float(den or 1)
+
+
+def sized_params(model_type, base, m):
+    """The ranker's own hyperparameters with every hidden width × m (see the docstring)."""
+    scale = lambda units: [max(1, int(round(u * m))) for u in units]  # noqa: E731
+    params = dict(base)
+    if model_type == "din":
+        params.update(attention_hidden_units=scale(base["attention_hidden_units"]),
+                      mlp_hidden_units=scale(base["mlp_hidden_units"]))
+    elif model_type == "dcn":
+        params.update(deep_hidden_units=scale(base["deep_hidden_units"]), projection_dim=max(1, int(round(64 * m))))
+    else:
+        raise ValueError(f"bench-scaling: no size rule for {model_type!r} (din, dcn)")
+    return params
+
+
+def plan(models, setting, base_embedding):
+    """The runs: (ranker, axis tags, fraction, size, embedding_dim); base_embedding = the config's."""
+    runs = []
+    for name in models:
+        points = {}
+        for f in setting["fractions"]:
+            points.setdefault((f, BASE_SIZE, base_embedding), set()).add("data")
+        for m in setting["sizes"]:
+            points.setdefault((1.0, m, base_embedding), set()).add("params")
+        for e in setting["embedding_dims"]:
+            points.setdefault((1.0, BASE_SIZE, e), set()).add("embedding")
+        for (f, m, e), axes in sorted(points.items(), key=lambda kv: -kv[0][0]):  # full data first: its LR choice
+            runs.append({"ranker": name, "axes": sorted(axes), "fraction": f, "size": m, "embedding_dim": e})
+    return runs
+
+
+def train_one(run, lr_mult, seed, data, sizes, batch_size, epochs):
+    """Builds, trains and scores one run -> (record, per-impression validation log loss)."""
+    import tf_keras as keras
+
+    from bench.model_flops import TRAIN_FLOPS_FACTOR, flops_per_example, parameter_counts
+    from models.rankers import build_ranker
+    from models.training.input import in_memory_dataset
+    from models.training.run_fn import fit_ranker
+    from pipeline import configs
+
+    (train_x, train_y), (val_x, val_y), perm = data
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(seed)
+    base = configs.trainer_config(run["ranker"], watch_head="regression")  # the click benchmark
+    params = sized_params(run["ranker"], base.ranker_params, run["size"])
+    scale = float(np.sqrt(batch_size / 256.0)) * lr_mult
+    if "learning_rate" in params:
+        params["learning_rate"] *= scale
+    config = base.replace(ranker_params=params, learning_rate=base.learning_rate * scale, batch_size=batch_size,
+                          seed=seed, embedding_dim=run["embedding_dim"])
+    model = build_ranker(config, sizes)
+    keep = np.sort(perm[:max(1, int(round(run["fraction"] * perm.size)))])
+    inputs = lambda x, rows=None: {k: (x[k] if rows is None else x[k][rows]) for k in model.input_names}  # noqa: E731
+    train_ds = in_memory_dataset(inputs(train_x, keep), {k: v[keep] for k, v in train_y.items()}, batch_size, True,
+                                 seed=seed)
+    val_ds = in_memory_dataset(inputs(val_x), val_y, 4096, False)
+    load = open("/proc/loadavg").read().split()[:3]
+    t0 = time.time()
+    history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
+    seconds = time.time() - t0
+    val_auc = history.history.get("val_click_prob_auc", [])
+    best_epoch = int(np.argmax(val_auc)) + 1 if val_auc else 1
+    p = model.predict(inputs(val_x), batch_size=4096, verbose=0)["click_prob"].reshape(-1).astype(np.float64)
+    p = np.clip(p, 1e-7, 1 - 1e-7)
+    y = val_y["click_prob"].reshape(-1).astype(np.float64)
+    per_example = -(y * np.log(p) + (1 - y) * np.log(1 - p))
+    counts = parameter_counts(model)
+    flops = flops_per_example(model)
+    record = dict(run, seed=seed, lr_multiplier=lr_mult, batch_size=batch_size, max_epochs=epochs,
+                  learning_rate=config.learning_rate,
+                  embedding_dim=config.embedding_dim, ranker_params=params, train_examples=int(keep.size),
+                  **{f"{k}_params": v for k, v in counts.items()}, forward_flops_per_example=flops,
+                  epochs_run=len(val_auc) or epochs, best_epoch=best_epoch,
+                  examples_seen=int(best_epoch * keep.size),
+                  train_flops=TRAIN_FLOPS_FACTOR * flops * best_epoch * keep.size,
+                  val_logloss=float(per_example.mean()), val_auc_per_epoch=[round(float(a), 5) for a in val_auc],
+                  seconds=round(seconds, 1), loadavg_before=load, loadavg_after=open("/proc/loadavg").read().split()[:3])
+    return record, per_example
+
+
+class RunCache:
+    """Runs already trained on the same validation impressions (BENCH_WORK/scaling_runs.json +
+    scaling_losses.npz): a later or larger setting trains only the missing ones."""
+
+    def __init__(self, work, labels):
+        self.runs_path, self.loss_path = os.path.join(work, "scaling_runs.json"), os.path.join(work, "scaling_losses.npz")
+        self.records, self.losses = [], []
+        if os.path.exists(self.runs_path) and os.path.exists(self.loss_path):
+            saved = np.load(self.loss_path)
+            if saved["labels"].shape == labels.shape and np.array_equal(saved["labels"], labels):
+                self.records, self.losses = json.load(open(self.runs_path)), list(saved["losses"])
+        self.labels = labels
+
+    @staticmethod
+    def key(r):
+        return [r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier", 1.0), r["seed"],
+                r.get("batch_size", 256), r.get("max_epochs", 3), r.get("max_iter")]
+
+    def get(self, run, lr_mult, seed, batch_size, epochs, max_iter=None):
+        want = self.key(dict(run, lr_multiplier=lr_mult, seed=seed, batch_size=batch_size, max_epochs=epochs,
+                             max_iter=max_iter))
+        for rec, loss in zip(self.records, self.losses):
+            if self.key(rec) == want:
+                return dict(rec, axes=run["axes"], cached=True), loss
+        return None
+
+    def put(self, rec, loss):
+        rec = dict(rec, cached=False)
+        self.records.append(rec)
+        self.losses.append(loss)
+        np.savez_compressed(self.loss_path, losses=np.array(self.losses), labels=self.labels)
+        with open(self.runs_path + ".tmp", "w") as f:
+            json.dump(self.records, f)
+        os.replace(self.runs_path + ".tmp", self.runs_path)
+        return rec, loss
+
+
+def gbdt_runs(data, fractions, max_iter, cache, cached_only=False):
+    """The gradient-boosting reference (bench/gbdt_reference.py: its design matrix and
+    classifier, trees chosen on validation AUC, its parameters) on the same nested
+    impression subsets -> [(record, per-impression validation log loss)]."""
+    from bench.gbdt_reference import _classifier, design
+
+    (train_x, train_y), (val_x, val_y), perm = data
+    train_matrix, _, is_cat = design(train_x)
+    val_matrix = design(val_x)[0]
+    is_cat = is_cat & (train_matrix.max(axis=0) < 254)  # as gbdt_reference.main
+    params = dict(learning_rate=0.05, max_iter=max_iter, max_leaf_nodes=31, min_samples_leaf=200,
+                  l2_regularization=1.0, categorical_features=is_cat, early_stopping=False, random_state=0)
+    y_val = val_y["click_prob"].reshape(-1).astype(np.float64)
+    out = []
+    for f in fractions:
+        run = {"ranker": "gbdt", "axes": ["data"], "fraction": f, "size": None, "embedding_dim": None}
+        hit = cache.get(run, 1.0, 0, None, None, max_iter)
+        if hit or cached_only:
+            out.extend([hit] if hit else [])
+            continue
+        keep = np.sort(perm[:max(1, int(round(f * perm.size)))])
+        load, t0 = open("/proc/loadavg").read().split()[:3], time.time()
+        model, trees, _ = _classifier(params, (train_matrix[keep], train_y["click_prob"].reshape(-1)[keep]),
+                                      val_matrix, y_val)
+        p = np.clip(model.predict_proba(val_matrix)[:, 1], 1e-7, 1 - 1e-7)
+        per_example = -(y_val * np.log(p) + (1 - y_val) * np.log(1 - p))
+        out.append(cache.put({**run, "seed": 0, "lr_multiplier": 1.0, "batch_size": None, "max_epochs": None,
+                              "train_examples": int(keep.size), "trees": trees, "max_iter": max_iter,
+                     "val_logloss": float(per_example.mean()), "seconds": round(time.time() - t0, 1),
+                              "loadavg_before": load, "loadavg_after": open("/proc/loadavg").read().split()[:3]},
+                             per_example))
+    return out
+
+
+def load_data(logs, work, train_days, eval_days):
+    """Transformed train / validation splits (bench/ranker_data.py) + the impression order."""
+    import tensorflow_transform as tft
+
+    from bench.ranker_data import load_split, make_transform, run_example_gen_and_transform
+    from models.training.input import vocab_sizes
+    from pipeline import configs
+
+    examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
+    tft_output = tft.TFTransformOutput(transform_dir)
+    transform = make_transform(tft_output)
+    (tx, ty, tmeta, _), (vx, vy, vmeta, _) = (load_split(examples_dir, s, transform, configs.HISTORY_LENGTH)
+                                              for s in ("train", "validation"))
+    perm = np.random.default_rng(0).permutation(ty["click_prob"].size)  # nested subsets: prefixes of one order
+    info = {"train_days": sorted({int(d) for d in tmeta["date"]}), "validation_days": sorted({int(d) for d in vmeta["date"]}),
+            "eval_days": eval_days, "train_examples": int(perm.size), "validation_examples": int(vy["click_prob"].size),
+            "logs": os.path.relpath(os.path.abspath(logs), ROOT)}
+    return ((tx, ty), (vx, vy), perm), vocab_sizes(tft_output), info
+
+
+def main() -> int:
+    from bench.scaling_report import report
+    from pipeline import configs
+
+    logs = os.environ.get("LOGS") or DEFAULT_LOGS
+    if not glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
+        print(f"[bench-scaling] no logs matching {configs.LOG_FILE_PATTERN} in {logs}", file=sys.stderr)
+        return 2
+    train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
+    eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
+    if len(train_days) < 2:
+        raise ValueError("TRAIN_DAYS needs at least two days (the last one validates)")
+    quick = os.environ.get("BENCH_SCALING_QUICK", "0") not in ("", "0")
+    setting = dict(QUICK if quick else FULL)
+    for name, key, cast in (("BENCH_SEEDS", "seeds", int), ("BENCH_SCALING_FRACTIONS", "fractions", _number),
+                            ("BENCH_SCALING_SIZES", "sizes", _number), ("BENCH_SCALING_EMBEDDINGS", "embedding_dims", int),
+                            ("BENCH_LR_GRID", "lr_grid", _number)):
+        if os.environ.get(name) is not None:  # overrides of the setting ("" = none of the axis)
+            setting[key] = [cast(v) for v in os.environ[name].split(",") if v.strip()]
+    models = [m.strip() for m in (os.environ.get("BENCH_MODELS") or "din,dcn").split(",") if m.strip()]
+    batch_size = int(os.environ.get("BENCH_BATCH_SIZE", "256"))
+    epochs = int(os.environ.get("BENCH_EPOCHS", "3"))
+    n_boot = int(os.environ.get("BENCH_BOOTSTRAP", "400" if quick else "1000"))
+    max_runs = int(os.environ.get("BENCH_MAX_RUNS", "0"))
+    work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_scaling")
+    out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "scaling.json")
+
+    t0 = time.time()
+    data, sizes, info = load_data(logs, work, train_days, eval_days)
+    val_labels = data[1][1]["click_prob"].reshape(-1).astype(np.float64)
+    print(f"[bench-scaling] data ready in {time.time() - t0:.0f}s: {json.dumps(info)}", flush=True)
+    command = " ".join([f"{k}={v}" for k, v in sorted(os.environ.items()) if v and (
+        k.startswith("BENCH_") or k in ("LOGS", "TRAIN_DAYS", "EVAL_DAYS"))] + ["make bench-scaling"])
+    settings = dict(setting, quick=quick, models=models, batch_size=batch_size, max_epochs=epochs, bootstrap=n_boot)
+    cache = RunCache(work, val_labels)
+    train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs) or cache.put(  # noqa: E731
+        *train_one(run, m, seed, data, sizes, batch_size, epochs))
+    cached_only = os.environ.get("BENCH_SCALING_CACHED_ONLY", "0") not in ("", "0")
+    if cached_only:  # refit what BENCH_WORK holds, train nothing
+        train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs)  # noqa: E731
+    records, losses, lr_chosen = [], [], {}
+    for seed in setting["seeds"]:  # seed-major: a run cut short leaves whole sweeps
+        for run in plan(models, setting, configs.EMBEDDING_DIM):
+            if max_runs and len(records) >= max_runs:
+                break
+            key = (run["ranker"], run["size"], run["embedding_dim"])
+            grid = setting["lr_grid"] if key not in lr_chosen and run["fraction"] == 1.0 else []
+            if grid and len(grid) > 1:  # learning rate per size on the validation day, first seed
+                pairs = [(m, t) for m in grid if (t := train(run, m, seed))]  # cached_only: the cached ones
+                if not pairs:
+                    continue
+                grid, trials = [m for m, _ in pairs], [t for _, t in pairs]
+                best = int(np.argmin([rec["val_logloss"] for rec, _ in trials]))
+                lr_chosen[key] = grid[best]
+                rec, per_example = trials[best]
+                rec["lr_trials"] = {str(m): round(r["val_logloss"], 5) for (r, _), m in zip(trials, grid)}
+            else:
+                rec, per_example = train(run, lr_chosen.get(key, 1.0), seed) or (None, None)
+            if rec is None:
+                continue
+            records.append(rec)
+            losses.append(per_example)
+            print("[bench-scaling] " + json.dumps({k: rec[k] for k in (
+                "ranker", "axes", "fraction", "size", "embedding_dim", "seed", "lr_multiplier", "non_embedding_params",
+                "forward_flops_per_example", "val_logloss", "best_epoch", "seconds", "cached", "loadavg_after")}),
+                flush=True)
+    gbdt_iter = int(os.environ.get("BENCH_GBDT_MAX_ITER", "300" if quick else "800"))
+    if gbdt_iter and not (max_runs and len(records) >= max_runs):
+        for rec, per_example in gbdt_runs(data, setting["fractions"], gbdt_iter, cache, cached_only):
+            print(f"[bench-scaling] gbdt {rec['fraction']:.4f}: {rec['val_logloss']:.5f} ({rec['seconds']} s)", flush=True)
+            records.append(rec)
+            losses.append(per_example)
+    result = report(records, np.array(losses), val_labels, n_boot, out_path)
+    result = {"command": command, "data": info, "settings": settings,
+              "machine": "2 cores shared with other jobs (load average per run)",
+              "seconds": round(time.time() - t0, 1), **result, "runs": records}
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    with open(out_path + ".tmp", "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(out_path + ".tmp", out_path)
+    print(f"[bench-scaling] verdict: {json.dumps(result['verdict'], indent=1)}\n[bench-scaling] wrote {out_path} "
+          f"({time.time() - t0:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
