@@ -107,7 +107,10 @@ def preprocessing_fn(inputs, custom_config):
             x = tf.math.log1p(tf.maximum(x, 0.0))
         elif key in F.SIGNAL_TRANSFORMS:
             x = signal_transform(x, F.SIGNAL_TRANSFORMS[key])
-        out[F.transformed_name(key)] = tft.scale_to_z_score(x)
+        # z-scored in float64: the analyzer's per-batch means are then float64 too, so the
+        # order Beam combines batches in (another on every run) no longer moves the float32
+        # result by an ulp (DETERMINISTIC=1 reproduces a whole run, #34)
+        out[F.transformed_name(key)] = tf.cast(tft.scale_to_z_score(tf.cast(x, tf.float64)), tf.float32)
 
     zeros = tf.zeros_like(out["hist_mask_xf"])
     for key in F.HISTORY_VALUE_FEATURES:
