@@ -68,7 +68,21 @@ def fit_axis(x, runs, losses, labels, metric, n_boot, rng, extra_x=()):
         out["extrapolation"] = S.extrapolation_check(x, y, y_boot, LEVEL)
     except ValueError as e:
         out["extrapolation"] = {"skipped": str(e)}
+    start = monotone_tail_start(y)
+    if start > 0 and y.size - start >= S.N_PARAMS:  # the small-data end flattens (Hestness): refit without it
+        tail = S.fit_power_law(x[start:], y[start:])
+        tb = S.bootstrap_fits(x[start:], y_boot[:, start:])
+        out["monotone_tail_fit"] = dict(tail, points_dropped=int(start), alpha_interval=S.interval(tb["alpha"], LEVEL),
+                                        E_interval=S.interval(tb["E"], LEVEL))
     return out, {"fit": fit, "boot_extra": boot["pred"][:, grid.size:]}
+
+
+def monotone_tail_start(y):
+    """The first index from which the losses strictly decrease to the end."""
+    start = len(y) - 1
+    while start > 0 and y[start - 1] > y[start]:
+        start -= 1
+    return start
 
 
 def _gain(fit_and_boot, x0):
@@ -224,3 +238,35 @@ def plot(fits, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def refit(work, json_path, n_boot):
+    """Refit an existing result from the runs cached in `work` (no TensorFlow): the runs
+    listed in `json_path` (every cached run if it does not exist) are looked up by key in
+    BENCH_WORK's cache, fits / verdict / PNG redone."""
+    import json
+    import os
+
+    cached = json.load(open(f"{work}/scaling_runs.json"))
+    saved = np.load(f"{work}/scaling_losses.npz")
+    if os.path.exists(json_path):
+        result = json.load(open(json_path))
+    else:  # a run cut short: every cached run
+        result = {"command": f"python -m bench.scaling_report {os.path.basename(work)} <out> (the runs cached in "
+                             "BENCH_WORK by make bench-scaling)",
+                  "data": {"train_examples": max(r["train_examples"] for r in cached),
+                           "validation_examples": int(saved["labels"].size)}, "runs": cached}
+    key = lambda r: (r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier"), r["seed"])  # noqa: E731
+    index = {key(r): i for i, r in enumerate(cached)}
+    losses = saved["losses"][[index[key(r)] for r in result["runs"]]]
+    result.update(report(result["runs"], losses, saved["labels"], n_boot, json_path))
+    with open(json_path + ".tmp", "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(json_path + ".tmp", json_path)
+    return result
+
+
+if __name__ == "__main__":  # python -m bench.scaling_report <BENCH_WORK> <scaling.json> [bootstrap]
+    import sys
+
+    print(refit(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1000)["verdict"]["text"])

@@ -135,7 +135,10 @@ def test_joint_fit_recovers_exponents():
 
 
 def test_compute_axis_keeps_the_lower_envelope_and_crossing_is_found():
-    from bench.scaling_report import axis_points, gbdt_crossings
+    from bench.scaling_report import axis_points, gbdt_crossings, monotone_tail_start
+
+    assert monotone_tail_start([0.649, 0.652, 0.64, 0.611, 0.598]) == 1  # the smallest point flattened
+    assert monotone_tail_start([0.7, 0.6, 0.5]) == 0 and monotone_tail_start([0.5, 0.6]) == 1
 
     rec = lambda f, m, flops, loss: {"ranker": "din", "axes": ["data"], "fraction": f, "size": m,  # noqa: E731
                                      "embedding_dim": 16, "train_flops": flops, "val_logloss": loss}
