@@ -53,6 +53,21 @@ def signal_transform(x, kind: str):
     return x
 
 
+def z_score(x):
+    """(x - mean) / sqrt(var) over the analysed rows (x unchanged where var = 0), as
+    tft.scale_to_z_score, with mean and var accumulated in float64 and rounded to float32.
+
+    Beam combines the per-batch moments in another order on every run; in float32 (or in
+    float64 used as is) that moved the z-scores by an ulp between two Transforms of the same
+    rows, so DETERMINISTIC=1 runs differed (#34). Rounded from float64, the two constants
+    are the same float32 numbers unless they straddle a rounding boundary (~1e-13 / 6e-8)."""
+    x64 = tf.cast(x, tf.float64)
+    mean = tf.cast(tft.mean(x64), tf.float32)
+    std = tf.sqrt(tf.cast(tft.var(x64), tf.float32))
+    centred = x - mean
+    return tf.where(std > 0, centred / tf.where(std > 0, std, tf.ones_like(std)), centred)
+
+
 def _flat(x):
     return tf.reshape(x, [-1])
 
@@ -107,10 +122,7 @@ def preprocessing_fn(inputs, custom_config):
             x = tf.math.log1p(tf.maximum(x, 0.0))
         elif key in F.SIGNAL_TRANSFORMS:
             x = signal_transform(x, F.SIGNAL_TRANSFORMS[key])
-        # z-scored in float64: the analyzer's per-batch means are then float64 too, so the
-        # order Beam combines batches in (another on every run) no longer moves the float32
-        # result by an ulp (DETERMINISTIC=1 reproduces a whole run, #34)
-        out[F.transformed_name(key)] = tf.cast(tft.scale_to_z_score(tf.cast(x, tf.float64)), tf.float32)
+        out[F.transformed_name(key)] = z_score(x)
 
     zeros = tf.zeros_like(out["hist_mask_xf"])
     for key in F.HISTORY_VALUE_FEATURES:
