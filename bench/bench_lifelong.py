@@ -5,7 +5,7 @@
     .venv/bin/python -m bench.bench_lifelong --users 2000 --seeds 0,1,2 --lengths 500,2000
 
 Data: data/simulator/lifelong.py (opt-in lifelong histories, up to L = 2,000 events; one
-request of 16 candidates per user; ``long_range`` = the candidate's topic is in the
+request of --candidates (64) candidates per user; ``long_range`` = the candidate's topic is in the
 history but not in its last 50 events). Users are split 80/20 (train/eval) by the seed.
 
 A small standalone Keras model per method (not the TFX pipeline). Every method is
