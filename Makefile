@@ -12,7 +12,7 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 export PYTHONWARNINGS := ignore
 
-.PHONY: setup bytecode chromium run run-continuous lint test test-fast bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
+.PHONY: setup bytecode chromium run run-continuous lint test test-fast test-gates bench-rankers bench-watchtime bench-pipeline bench-serving bench-publish kfp bench-ingestion clean
 
 # Python 3.10: python3.10 on PATH if it really runs, else $(pyenv root)/versions/3.10*.
 PYTHON310 := $(shell \
@@ -63,6 +63,11 @@ lint: setup
 # files first); the 25 slowest tests are listed at the end (the suite's time budget is ~20 min).
 test: setup chromium bytecode lint
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 tests
+
+# Opt-in (#34): two default pipeline runs, Trainer seeds 0 and 1; the second must be blessed
+# against the first (tests/e2e/test_gate_seeds.py; ~10 min, skipped by `make test`)
+test-gates: setup bytecode
+	RUN_GATE_SEEDS=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/e2e/test_gate_seeds.py
 
 test-fast: setup bytecode lint
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests -m "not e2e"

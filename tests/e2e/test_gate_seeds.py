@@ -1,0 +1,74 @@
+"""The blessing gates against run-to-run noise, as pipeline runs (#34).
+
+Two candidates trained the same way on the default simulated logs (pipeline/configs SIM_*,
+the default DIN + CREAD + CQE Trainer) with Trainer seeds 0 and 1, one pipeline root and
+MLMD store: the second run reuses LogExampleGen ... Transform from the cache, is evaluated
+against the first run's blessed model (Resolver, LatestBlessedModelStrategy) and must be
+blessed, its click AUC, XAUC and MAE differing from the first model's (another seed is
+another model) by less than EVAL_GATES allows. The refusal side (shuffled labels) is in
+tests/e2e/test_e2e_pipeline.py; the gates come from five seeds (bench-gate-noise,
+tests/pipeline/test_gate_noise.py).
+
+DETERMINISTIC training: the two models, hence the outcome, are the same on every run.
+
+Not asserted, a known fault (session 19): the blessed second candidate is not published.
+The Publisher's freshness schedule (PUBLISH_FULL_EVERY = 36) sends it as a delta on top of
+the first version, 5 % of its rows and its dense weights, but it was trained cold with
+another seed, not warm-started from the served model, so the assembled model is neither:
+verification refused it (NE loss +4.96 %, AUC drop 0.023) and the first version keeps
+serving. A delta should only follow a model warm-started from the served version.
+
+Opt-in (``RUN_GATE_SEEDS=1``, ``make test-gates``): two default pipeline runs cost ~10 min
+on 2 cores, half of `make test`'s budget, for what tests/pipeline/test_gate_noise.py checks
+against five measured seeds in a second.
+"""
+import glob
+import os
+
+import pytest
+
+from tests.helpers import e2e_utils
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(os.environ.get("RUN_GATE_SEEDS") != "1",
+                                 reason="opt-in: RUN_GATE_SEEDS=1 (make test-gates), two default pipeline runs")]
+
+
+def test_a_candidate_trained_with_another_seed_is_blessed_against_the_first(tmp_path):
+    from tfx import v1 as tfx
+
+    from components.model_report import inputs
+    from data.simulator import simulate
+    from pipeline import configs
+    from pipeline.runners import build_local
+
+    logs, out = str(tmp_path / "logs"), str(tmp_path / "out")
+    simulate(logs, num_users=configs.SIM_NUM_USERS, num_videos=configs.SIM_NUM_VIDEOS, num_days=configs.SIM_NUM_DAYS,
+             impressions_per_user_day=configs.SIM_IMPRESSIONS_PER_USER_DAY, seed=configs.SIM_SEED)
+    # the Publisher's pruning sweep is not what this tests: int8 only, no sweep
+    publish = configs.publish_config(prune_fraction=None, prune_auto=False, sweep_fractions=[], sweep_criteria=[])
+    root = configs.output_paths(out)["pipeline_root"]
+
+    def evaluations():
+        return sorted(glob.glob(os.path.join(root, "Evaluator", "evaluation", "*")),
+                      key=lambda d: int(os.path.basename(d)))
+
+    for seed in (0, 1):
+        trainer = configs.trainer_config(seed=seed, deterministic=True)
+        tfx.orchestration.LocalDagRunner().run(
+            build_local(logs, out, enable_cache=True, trainer_config=trainer, publish_config=publish))
+        assert e2e_utils.blessed(out), f"seed {seed}: not blessed"
+
+    assert len(glob.glob(os.path.join(root, "Transform", "transform_graph", "*"))) == 1  # cached
+    assert len(glob.glob(os.path.join(root, "Trainer", "model", "*"))) == 2
+    evaluation = inputs.load_evaluation(evaluations()[-1])
+    assert evaluation.has_baseline and evaluation.validation_ok, evaluation.gates
+    overall = evaluation.overall()
+    changes = {"auc": ("click_prob", "auc"), "xauc": ("watch_time_s", "xauc"),
+               "mae": ("watch_time_s", "mean_absolute_error")}
+    diffs = {k: overall.metrics[o][m] - overall.baseline[o][m] for k, (o, m) in changes.items()}
+    assert any(abs(d) > 0 for d in diffs.values()), diffs  # two seeds, two models
+    assert -diffs["auc"] <= configs.EVAL_GATES["auc_max_drop"], diffs
+    assert -diffs["xauc"] <= configs.EVAL_GATES["xauc_max_drop"], diffs
+    assert diffs["mae"] <= configs.EVAL_GATES["mae_max_rise"], diffs
+    print(f"seed 1 against seed 0: {diffs}")
