@@ -170,6 +170,22 @@ def summarize(records):
     return out
 
 
+def logs_and_days(bench: str):
+    """(LOGS or the shared KuaiRand-Pure copy, TRAIN_DAYS, EVAL_DAYS) of a real-log bench;
+    None (after saying why) when the folder holds no logs."""
+    from pipeline import configs
+
+    logs = os.environ.get("LOGS") or DEFAULT_LOGS
+    if not glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
+        print(f"[{bench}] no logs matching {configs.LOG_FILE_PATTERN} in {logs}", file=sys.stderr)
+        return None
+    train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
+    eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
+    if len(train_days) < 2:
+        raise ValueError("TRAIN_DAYS needs at least two days (the last one validates)")
+    return logs, train_days, eval_days
+
+
 def main() -> int:
     import tensorflow as tf
     import tensorflow_transform as tft
@@ -182,14 +198,10 @@ def main() -> int:
     from models.training.run_fn import fit_ranker
     from pipeline import configs
 
-    logs = os.environ.get("LOGS") or DEFAULT_LOGS
-    if not glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
-        print(f"[bench-rankers] no logs matching {configs.LOG_FILE_PATTERN} in {logs}", file=sys.stderr)
+    found = logs_and_days("bench-rankers")
+    if found is None:
         return 2
-    train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
-    eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
-    if len(train_days) < 2:
-        raise ValueError("TRAIN_DAYS needs at least two days (the last one validates)")
+    logs, train_days, eval_days = found
     env_list = lambda name, default: [v.strip() for v in (os.environ.get(name) or default).split(",") if v.strip()]  # noqa: E731
     models = env_list("BENCH_MODELS", DEFAULT_MODELS)
     batch_sizes = [int(b) for b in env_list("BENCH_BATCH_SIZES", "256,1024")]

@@ -38,7 +38,6 @@ BENCH_LR_GRID (multipliers). Runs already in BENCH_WORK (same validation impress
 same run) are reused, so a larger setting trains only what is missing; with
 BENCH_SCALING_CACHED_ONLY=1 nothing is trained: the fits use the cached runs of the setting.
 """
-import glob
 import json
 import os
 import sys
@@ -46,8 +45,7 @@ import time
 
 import numpy as np
 
-from bench.bench_rankers import DEFAULT_LOGS, ROOT
-from components.log_example_gen.time_split import parse_days
+from bench.bench_rankers import ROOT, logs_and_days
 
 FULL = {"fractions": [1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0, 4.0],
         "embedding_dims": [4, 8, 16, 32], "seeds": [0, 1, 2], "lr_grid": [0.5, 1.0, 2.0]}
@@ -237,14 +235,10 @@ def main() -> int:
     from bench.scaling_report import report
     from pipeline import configs
 
-    logs = os.environ.get("LOGS") or DEFAULT_LOGS
-    if not glob.glob(os.path.join(logs, configs.LOG_FILE_PATTERN)):
-        print(f"[bench-scaling] no logs matching {configs.LOG_FILE_PATTERN} in {logs}", file=sys.stderr)
+    found = logs_and_days("bench-scaling")
+    if found is None:
         return 2
-    train_days = parse_days(os.environ.get("TRAIN_DAYS") or "20220425-20220502", allow_empty=False)
-    eval_days = parse_days(os.environ.get("EVAL_DAYS") or "20220503-20220504", allow_empty=False)
-    if len(train_days) < 2:
-        raise ValueError("TRAIN_DAYS needs at least two days (the last one validates)")
+    logs, train_days, eval_days = found
     quick = os.environ.get("BENCH_SCALING_QUICK", "0") not in ("", "0")
     setting = dict(QUICK if quick else FULL)
     for name, key, cast in (("BENCH_SEEDS", "seeds", int), ("BENCH_SCALING_FRACTIONS", "fractions", _number),
