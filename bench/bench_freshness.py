@@ -21,12 +21,14 @@
    values in fp32 or fp16, or the difference from the policy's served dense weights coded by
    models/publishing/dense_delta.py; "@M" only every M-th delta since the last full version
    ("@0": only with the full versions), "/F" only the top F of the dense elements by
-   |current − held| (each with a 4-byte index; priority.top_rows).
+   |current − held| (each with a 4-byte index; priority.top_rows); each also with the rows
+   coded as BENCH_ROWS lists ("values", "code_delta": models/publishing/row_delta.py, the
+   name then ends in "_code_delta").
 5. Steps 2-4 run once per trainer seed in BENCH_SEEDS (initial weights and shuffles).
 
 The served model of a policy = per table the int8 rows (models/publishing/quantization.py;
-tables narrower than PUBLISH_QUANTIZE_MIN_DIM stay fp32, as models/publishing/rewrite.py
-publishes them) as last published per row + its dense weights, loaded into a copy of the
+tables narrower than PUBLISH_QUANTIZE_MIN_DIM or with fewer rows than PUBLISH_MIN_TABLE_SHARE
+× the largest table's stay fp32, as models/publishing/rewrite.py publishes them) as last published per row + its dense weights, loaded into a copy of the
 Keras model. Once, the fresh model is also rewritten with rewrite.publish_tables (the real
 published tables) and its predictions compared with this path (`parity_max_abs_diff_click`).
 
@@ -45,7 +47,8 @@ NE_stale > NE_fresh: `ne_recovery_defined`), AUC, XAUC, click calibration (Σp /
 Env: LOGS (default ../shared/data/kuairand-pure), WARMUP_DAYS (20220425-20220501),
 REPLAY_DAYS (20220502-20220504), REPLAY_HOURS (2), FULL_EVERY (PUBLISHER.full_every), BENCH_MODEL
 (din), BENCH_SEEDS (0,1), BENCH_PRIORITIES (row_change,random), BENCH_FRACTIONS (0.05),
-BENCH_DENSE (fp16,fp16@3,int8_delta@1,int8_delta@3,fp16_delta@3), BENCH_MAX_INTERVALS (all),
+BENCH_DENSE (fp16,fp16@3,int8_delta@1,int8_delta@3,fp16_delta@3), BENCH_ROWS (values,code_delta),
+BENCH_MAX_INTERVALS (all),
 BENCH_MAX_WARMUP_ROWS (all), REPLAY_SPLIT ("eval"; "validation": warm up on the train split and
 replay the validation day, for choosing knobs without the replay days), REPLAY_LEARNING_RATE (the
 continuous phase's rate, default WARM_START_LEARNING_RATE = 1e-4, chosen with REPLAY_SPLIT=validation:
@@ -103,11 +106,11 @@ def plot(record, path):
         deltas = [r for r in run["results"] if r["kind"] == "delta" and r["policy"] != "default"]
         if d is None:  # a record from before the `default` policy
             d = deltas[0] if deltas else rows["full"]
-        same = [r for r in deltas if (r["fraction"], r["dense"]) == (d["fraction"], d["dense"])]
+        same = [r for r in deltas if (r["fraction"], r["dense"], r.get("rows")) == (d["fraction"], d["dense"], d.get("rows"))]
         panels.append((run, f"seed {run['seed']}: default ({d['dense']}, {100 * (d['fraction'] or 0):g} % rows, "
                             f"full every {d['full_every']}) and the priorities at its budget", [d] + same))
         if i == 0:
-            variants = [r for r in deltas if r["priority"] == d["priority"] and r["fraction"] == d["fraction"]]
+            variants = [r for r in deltas if r["priority"] == d["priority"]]
             panels.append((run, f"seed {run['seed']}: {d['priority']}, dense variants", variants))
     colours = dict(zip(("opt_state_change", "row_change", "touch_count", "random"), ("C0", "C2", "C1", "C3")))
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 4.5 * len(panels)), sharex=True)
@@ -181,7 +184,7 @@ def replay(seed, ctx):
     x_r, y_r, groups, hours = c["x_r"], c["y_r"], c["groups"], c["hours"]
     n_int = len(groups)
     policies = make_policies(layout, c["priorities"], c["fractions"], c["dense_variants"], c["full_every"],
-                             default=configs.PUBLISHER, seed=seed)
+                             default=configs.PUBLISHER, seed=seed, row_codings=c["row_codings"])
     trainer_ref = Policy("trainer_fp32 (not a policy)", layout, "reference")  # the unpublished trainer itself
     snap = snapshot(trainer, layout)
     for p in policies + [trainer_ref]:
@@ -247,7 +250,8 @@ def default_summary(run):
     rows = {r["policy"]: r for r in run["results"]}
     d = rows["default"]
     same = [r for r in run["results"] if r["kind"] == "delta" and r["policy"] != "default"
-            and (r["fraction"], r["dense"], r["full_every"]) == (d["fraction"], d["dense"], d["full_every"])]
+            and [r.get(k, "values") for k in ("fraction", "dense", "full_every", "rows")]
+            == [d.get(k, "values") for k in ("fraction", "dense", "full_every", "rows")]]
     return {"seed": run["seed"], "bytes_per_hour": d["bytes_per_hour"], "bytes_ratio_vs_full": d["bytes_ratio_vs_full"],
             "ne_recovery": d["ne_recovery"], "ne_loss_vs_fresh_pooled_pct": d["ne_loss_vs_fresh_pooled_pct"],
             "dense_bytes_per_hour": d["dense_bytes_per_hour"], "fulls": d["fulls"], "deltas": d["deltas"],
@@ -285,6 +289,7 @@ def main() -> int:
            "fractions": [float(f) for f in (env("BENCH_FRACTIONS") or "0.05").split(",") if f],
            "dense_variants": [d for d in (env("BENCH_DENSE") or "fp16,fp16@3,int8_delta@1,int8_delta@3,fp16_delta@3"
                                           ).split(",") if d],
+           "row_codings": [r for r in (env("BENCH_ROWS") or "values,code_delta").split(",") if r],
            "replay_lr": float(env("REPLAY_LEARNING_RATE") or configs.WARM_START_LEARNING_RATE)}
 
     examples, transform_graph = br.run_example_gen_and_transform(logs, work, warmup_days, replay_days)
@@ -329,7 +334,7 @@ def main() -> int:
         "replay_learning_rate": ctx["replay_lr"], "model": ctx["model_type"],
         "watch_head": first["watch_head"], "optimizer": first["optimizer"], "info": info,
         "default_policy": {k: getattr(publisher, k) for k in ("full_every", "delta_row_fraction", "delta_priority",
-                                                              "delta_dense", "dense_every")},
+                                                              "delta_dense", "dense_every", "delta_rows")},
         "default": [default_summary(r) for r in runs],
         "seeds": seeds, "warmup_rows": int(len(y_w["click_prob"])), "intervals": n_int, "scored_intervals": n_int - 1,
         "scored_rows": scored_rows, "replay_hours_scored": (n_int - 1) * hours,

@@ -2,19 +2,24 @@
 table/dense layout and byte formula, each policy's served state (full, stale, delta with a
 priority and a dense schedule), scoring and the summary table.
 
-Dense spec "<fp32|fp16|int8_delta|int4_delta|fp16_delta>[@M][/F]": values in fp32 / fp16, or the
+Dense spec "<fp32|fp16|int8_delta|int6_delta|int5_delta|int4_delta|fp16_delta>[@M][/F]": values in fp32 / fp16, or the
 difference from the policy's served dense weights coded as models/publishing/dense_delta.py
 codes it (bytes: deflate of the codes, level 6, as the delta's dense.npz is written, + a
 4-byte step per tensor for int8 / int4); "@M" on every M-th delta since the last full version
 (PublishConfig.dense_every; "@0": only with full versions), "/F" only the top F of the dense
-elements by |current − held| (plain values only). `policy_from_config` builds the policy the
-Publisher's own PublishConfig schedules (the bench's `default`)."""
+elements by |current − held| (plain values only). Row coding (PublishConfig.delta_rows):
+"values" (k·(i + row bytes)) or "code_delta" (models/publishing/row_delta.py: the bit
+differences of the sent rows from the held ones, bytes = row_delta.deflated_bytes of what
+row_delta.encode returns). `policy_from_config` builds the policy the Publisher's own
+PublishConfig schedules (the bench's `default`)."""
 import zlib
 
 import numpy as np
 
+from models.publishing import dense_delta, row_delta
+
 DENSE_INDEX_BYTES = 4  # int32 index of a dense element (more than 65,536 of them)
-DENSE_KINDS = ("fp32", "fp16", "int8_delta", "int4_delta", "fp16_delta")
+DENSE_KINDS = ("fp32", "fp16") + dense_delta.CODINGS
 
 
 class Layout:
@@ -25,15 +30,17 @@ class Layout:
         from models.publishing.row_importance import embedding_tables, feature_layer
 
         by_ref = {v.ref(): name for name, v in embedding_tables(feature_layer(model)).items()}
+        largest = max(int(v.shape[0]) for v in embedding_tables(feature_layer(model)).values())
         self.tables, self.dense = {}, []
         for i, w in enumerate(model.weights):
             name = by_ref.get(w.ref())
             if name is None:
                 self.dense.append(i)
-            else:
-                dim = int(w.shape[1])
-                self.tables[name] = {"index": i, "rows": int(w.shape[0]), "dim": dim,
-                                     "quantized": bool(publish.quantize and dim >= publish.quantize_min_dim)}
+            else:  # int8 as rewrite.publish_tables decides: wide enough, and not a small table (min_table_share)
+                dim, rows = int(w.shape[1]), int(w.shape[0])
+                quantized = publish.quantize and dim >= publish.quantize_min_dim and \
+                    rows >= publish.min_table_share * largest
+                self.tables[name] = {"index": i, "rows": rows, "dim": dim, "quantized": bool(quantized)}
         for t in self.tables.values():
             t["row_bytes"] = t["dim"] + 4 if t["quantized"] else 4 * t["dim"]
             t["index_bytes"] = int(np.dtype(pruning.remap_dtype(t["rows"])).itemsize)  # as delta.py sends
@@ -66,8 +73,11 @@ def snapshot(model, layout):
 class Policy:
     """The server state one publish policy leads to (module docstring)."""
 
-    def __init__(self, name, layout, kind, priority=None, fraction=None, dense="fp32", full_every=0, seed=0):
-        self.name, self.layout, self.kind = name, layout, kind
+    def __init__(self, name, layout, kind, priority=None, fraction=None, dense="fp32", full_every=0, seed=0,
+                 rows="values"):
+        if rows not in row_delta.CODINGS:
+            raise ValueError(f"row coding {rows!r}: expected one of {row_delta.CODINGS}")
+        self.name, self.layout, self.kind, self.rows_coding = name, layout, kind, rows
         self.dense_spec = dense  # "<fp32|fp16>[@every][/fraction]" (module docstring)
         spec, _, frac = dense.partition("/")
         self.dense_dtype, _, every = spec.partition("@")
@@ -83,6 +93,7 @@ class Policy:
 
     def config(self):
         return {"kind": self.kind, "priority": self.priority, "fraction": self.fraction, "dense": self.dense_spec,
+                "rows": self.rows_coding,
                 "dense_every": self.dense_every, "dense_fraction": self.dense_fraction, "full_every": self.full_every}
 
     def full(self, snap, touches):
@@ -111,10 +122,13 @@ class Policy:
                 current = {"opt_state": snap["opt_state"][n], "touch_count": self.touch[n], "rows": snap["rows"][n]}
                 held = {"opt_state": self.opt[n], "rows": self.rows[n]}
                 idx = top_rows(row_priority(self.priority, current, held, seed=self.seed * 1_000_003 + j), self.fraction)
+                if self.rows_coding == "code_delta":
+                    sent += self.code_delta_bytes(n, t, snap, idx)
+                else:
+                    sent += len(idx) * (t["row_bytes"] + t["index_bytes"])
                 self.rows[n][idx] = snap["rows"][n][idx]
                 self.opt[n][idx] = snap["opt_state"][n][idx]
                 self.touch[n][idx] = 0
-                sent += len(idx) * (t["row_bytes"] + t["index_bytes"])
                 self.measure_rows(n, snap, idx)
             if self.dense_every and self.deltas % self.dense_every == 0:
                 dense_sent = self.send_dense(snap["dense"])
@@ -123,6 +137,18 @@ class Policy:
         self.bytes.append(int(sent))
         self.kinds.append(kind)
         return sent
+
+    def code_delta_bytes(self, n, t, snap, idx):
+        """Bytes of table n's rows idx coded against the held ones (row_delta; before they are replaced)."""
+        def parts(codes, rows):
+            if codes is None:
+                return {"values": rows}
+            return {"values": codes[:, :t["dim"]], "scale_bias": np.ascontiguousarray(codes[:, t["dim"]:]).view(np.float16)}
+
+        held = parts(self.codes.get(n), self.rows[n])
+        new = parts(snap["codes"].get(n), snap["rows"][n])
+        index = np.uint16 if t["index_bytes"] == 2 else np.int32
+        return row_delta.deflated_bytes(row_delta.encode(held, new, idx, index))
 
     def measure_rows(self, n, snap, idx):
         """Would deflate pay on the sent int8 rows (codes + fp16 scale/bias), or on their codes'
@@ -140,7 +166,6 @@ class Policy:
         """Dense weights into the delta: all of them, or the top `dense_fraction` elements by
         |current − held| (each with a 4-byte index); fp16 values are served as sent; coded
         ones (int8_delta, int4_delta, fp16_delta) are the held weights + the decoded difference."""
-        from models.publishing import dense_delta
         from models.publishing.priority import top_rows
 
         if self.dense_dtype in dense_delta.CODINGS:
@@ -178,7 +203,7 @@ def policy_from_config(name, layout, publish, seed=0):
     """The delta policy PublishConfig `publish` schedules (the Publisher's own choices)."""
     dense = f"{publish.delta_dense}@{publish.dense_every}"
     return Policy(name, layout, "delta", publish.delta_priority, publish.delta_row_fraction, dense,
-                  publish.full_every, seed=seed)
+                  publish.full_every, seed=seed, rows=publish.delta_rows)
 
 
 def score(click, watch, p):
@@ -191,16 +216,21 @@ def score(click, watch, p):
             "calibration": metrics.calibration(click, p["click_prob"])}
 
 
-def make_policies(layout, priorities, fractions, dense_variants, full_every, default=None, seed=0):
+def make_policies(layout, priorities, fractions, dense_variants, full_every, default=None, seed=0,
+                  row_codings=("values",)):
     """full, stale, `default` (policy_from_config(default), when given), then every
-    priority × fraction × dense variant with a full version every full_every intervals."""
+    priority × fraction × dense variant × row coding with a full version every full_every
+    intervals (the name gets "_<coding>" for a row coding other than "values")."""
     policies = [Policy("full", layout, "full"), Policy("stale", layout, "stale")]
     if default is not None:
         policies.append(policy_from_config("default", layout, default, seed=seed))
     for pr in priorities:
         for f in fractions:
             for d in dense_variants:
-                policies.append(Policy(f"{pr}_{f * 100:g}%_{d}", layout, "delta", pr, f, d, full_every, seed=seed))
+                for rc in row_codings:
+                    suffix = "" if rc == "values" else f"_{rc}"
+                    policies.append(Policy(f"{pr}_{f * 100:g}%_{d}{suffix}", layout, "delta", pr, f, d, full_every,
+                                           seed=seed, rows=rc))
     return policies
 
 

@@ -12,7 +12,9 @@ naming its base version N. `assemble(<base>/<N>, <base>/deltas/<N+1>, <base>/<N+
        (saved_model.pb), assets/ (vocabularies), assets.extra/ (warmup requests);
     3. writes `variables/` with tf.raw_ops.SaveV2: the same keys (the
        _CHECKPOINTABLE_OBJECT_GRAPH entry included), dtypes and shapes as <N>, only the
-       delta's table rows and dense variables changed (fp16 dense cast back);
+       delta's table rows and dense variables changed (fp16 dense cast back; rows sent as
+       bit differences decoded against <N>'s rows, models/publishing/row_delta.py; coded
+       dense added to <N>'s values, models/publishing/dense_delta.py);
     4. regenerates fingerprint.pb when <N> had one, fsyncs and renames the temp dir to
        <base>/<N+1> (one rename: TF Serving sees all of it or nothing).
 

@@ -3,11 +3,14 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 from models.publishing.allocation import ALLOCATIONS
+from models.publishing.dense_delta import CODINGS as DENSE_CODINGS
 from models.publishing.priority import PRIORITIES as DELTA_PRIORITIES
 from models.publishing.pruning import DEFAULT_ROWS
+from models.publishing.row_delta import CODINGS as ROW_CODINGS
 
 CRITERIA = ("opt_state", "l2_norm", "touch_count", "saliency")
-DELTA_DENSE = ("fp32", "fp16", "int8_delta", "int4_delta", "fp16_delta")
+DELTA_DENSE = ("fp32", "fp16") + DENSE_CODINGS
+DELTA_ROWS = ROW_CODINGS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +51,12 @@ class PublishConfig:
     full_every: a full version every this many publishes (1: always full); in between, a
         delta (models/publishing/delta.py) of each table's top delta_row_fraction rows by
         delta_priority plus the dense weights in delta_dense ("fp32" | "fp16" values, or
-        "int8_delta" | "int4_delta" | "fp16_delta": the difference from the served weights, quantized,
-        models/publishing/dense_delta.py); a full version also whenever the config, the
-        Transform output or the graph changes.
+        "int8_delta" | "int6_delta" | "int5_delta" | "int4_delta" | "fp16_delta": the difference
+        from the served weights, quantized, models/publishing/dense_delta.py); a full version
+        also whenever the config, the Transform output or the graph changes.
+    delta_rows: how a delta's rows are sent: "values" (the published rows as they are) or
+        "code_delta" (the difference of their bit patterns from the served rows, exact and
+        deflated: models/publishing/row_delta.py).
     dense_every: the dense weights ride on every dense_every-th delta since the last full
         version (1: every delta; 0: only with full versions); the other deltas carry rows only.
     """
@@ -78,6 +84,7 @@ class PublishConfig:
     delta_priority: str = "opt_state_change"
     delta_dense: str = "fp32"
     dense_every: int = 1
+    delta_rows: str = "values"
     allocation: str = "per_table"
     tail_centroids: int = 1
     min_table_share: float = 0.07
@@ -114,6 +121,8 @@ class PublishConfig:
                              f"got {self.delta_priority!r}")
         if self.delta_dense not in DELTA_DENSE:
             raise ValueError(f"PublishConfig.delta_dense must be one of {DELTA_DENSE}, got {self.delta_dense!r}")
+        if self.delta_rows not in DELTA_ROWS:
+            raise ValueError(f"PublishConfig.delta_rows must be one of {DELTA_ROWS}, got {self.delta_rows!r}")
         if int(self.dense_every) < 0:
             raise ValueError(f"PublishConfig.dense_every must be >= 0, got {self.dense_every}")
         if not 0.0 <= float(self.min_table_share) < 1.0:

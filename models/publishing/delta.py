@@ -14,16 +14,16 @@ For each table t with K_t compact rows of width D_t (int8 rows x̂ = q·scale + 
 
 and the delta holds, per table, S_t (uint16 when K_t ≤ 65536, else int32), q[S_t]
 (uint8) and scale_bias[S_t] (fp16 [k_t, 2]) — or the fp32 rows for tables left unquantized —
-and every dense (non-table) variable whose value changed, in fp32 or fp16 (delta_dense;
-non-float variables as they are), or coded as its difference from the served value
-(delta_dense "int8_delta" / "int4_delta": int8 codes in [−127, 127] / [−7, 7] + one float32
-step per tensor; "fp16_delta": fp16
-differences; models/publishing/dense_delta.py), or none (send_dense False: the Publisher's
-dense schedule, PublishConfig.dense_every). Payload bytes:
+(delta_rows "values"), or their exact bit differences from the served rows, deflated
+("code_delta": models/publishing/row_delta.py), and every dense (non-table) variable whose
+value changed, in fp32 or fp16 (delta_dense; non-float variables as they are), or coded as
+its difference from the served value (delta_dense "int<b>_delta": int8 codes in [−L, L] +
+one float32 step per tensor; "fp16_delta": fp16 differences; models/publishing/dense_delta.py),
+or none (send_dense False: the Publisher's dense schedule, PublishConfig.dense_every). Bytes:
 
     B = Σ_t k_t·(i_t + D_t + 4)   [int8 tables]   + Σ_t k_t·(i_t + 4·D_t)   [fp32 tables]
       + Σ_dense n_v·(4 | 2)       [fp32 | fp16]   or deflate(Σ_dense n_v·(1 | 2) + 4)  [coded]
-      (+ npz framing, ~300 B per array; manifest ~1 KB)
+      (+ npz framing, ~300 B per array; manifest ~1 KB; code_delta rows: row_delta.py's bytes)
 
 with k_t = |S_t| and i_t = 2 or 4 the index width; a full version is Σ_t (remap + K_t·(D_t+4))
 + the dense weights in fp32 (+ graph, assets).
@@ -35,12 +35,12 @@ Rows are chosen and sent as indices into the table's own K_t rows and written at
 
 Layout (`<serving base>/deltas/<version>/`, written to a temp dir, fsynced, renamed):
 `manifest.json` (format, base_version, version, per table: checkpoint keys, rows total /
-sent, dim, quantized, file, bytes, sha256; dense: dtype, file, bytes, sha256, and per
-checkpoint key its entry, coding (value | int8_delta | fp16_delta), dtype and shape;
-total_bytes), `tables/<table>.npz` (rows, values[, scale_bias]) and `dense.npz` (coded:
-`<entry>` the codes, `<entry>_scale` the step; deflate-compressed). `read_delta` verifies
-every checksum; `apply_delta` adds a coded variable to the base's value (float32).
-
+sent, dim, quantized, coding, file, bytes, sha256; dense: dtype, file, bytes, sha256, and per
+checkpoint key its entry, coding (value | int<b>_delta | fp16_delta), dtype and shape;
+total_bytes), `tables/<table>.npz` (rows, values[, scale_bias]; code_delta: row_gaps,
+values_delta[, scale_bias_delta], deflated) and `dense.npz` (coded: `<entry>` the codes,
+`<entry>_scale` the step; deflated). `read_delta` verifies every checksum; `apply_delta`
+decodes coded rows against the base's and adds a coded variable to the base's value.
 Written like a version: temp dir, fsync, one rename (models/publishing/atomic_files.py).
 """
 import dataclasses
@@ -56,7 +56,7 @@ import numpy as np
 
 from models.publishing import priority as priority_lib
 from models.publishing.atomic_files import atomic_rename, temp_dir_for
-from models.publishing import dense_delta, pruning, quantization
+from models.publishing import dense_delta, pruning, quantization, row_delta
 
 MANIFEST = "manifest.json"
 DELTAS_DIR = "deltas"
@@ -64,9 +64,9 @@ DENSE_FILE = "dense.npz"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 TABLE_PARTS = ("values", "scale_bias", "remap", "extent")
 DENSE_DTYPES = ("fp32", "fp16") + dense_delta.CODINGS
-# 4: dense variables may be coded against the base (dense_delta.py); 3: a batched table's rows are local to its slice of the batch (`extent`); 2: one
-# scale_bias [K, 2] part; 1: scale and bias [K, 1]
-FORMAT = 4
+# 5: table rows may be coded against the base (row_delta.py); 4: dense variables too (dense_delta.py); 3: a batched
+# table's rows are local to its slice of the batch (`extent`); 2: one scale_bias [K, 2] part; 1: scale and bias [K, 1]
+FORMAT = 5
 
 
 class DeltaError(ValueError):
@@ -92,6 +92,7 @@ class Delta:
     stats: Dict[str, dict]
     dense_dtype: str
     dense_unchanged: int = 0
+    rows_coding: str = "values"
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -192,16 +193,17 @@ def check_same_layout(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], w
 def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys: Dict[str, Dict[str, str]],
                   fraction: float, priority: str, current: Optional[Dict[str, dict]] = None,
                   published: Optional[Dict[str, dict]] = None, dense_dtype: str = "fp32",
-                  seed: int = 0, send_dense: bool = True) -> Delta:
+                  seed: int = 0, send_dense: bool = True, rows_coding: str = "values") -> Delta:
     """The delta from checkpoint `base` to checkpoint `new` (module docstring).
 
     current[t]: {"opt_state": [K_t], "touch_count": [K_t]} of this training per compact row
     (the rows are added here); published[t]: {"opt_state": [K_t]} at each row's last publish
     (the rows the server holds are read from `base`); a table absent from `published` (or
     published None) ranks every row +inf: the ⌈f·K_t⌉ lowest indices (fraction 1: all rows).
-    send_dense False: no dense variable (the server keeps the base's)."""
-    if dense_dtype not in DENSE_DTYPES:
-        raise ValueError(f"compute_delta: dense_dtype must be one of {DENSE_DTYPES}, got {dense_dtype!r}")
+    send_dense False: no dense variable (the server keeps the base's). rows_coding: row_delta.CODINGS."""
+    if dense_dtype not in DENSE_DTYPES or rows_coding not in row_delta.CODINGS:
+        raise ValueError(f"compute_delta: dense_dtype must be one of {DENSE_DTYPES}, rows_coding one of "
+                         f"{row_delta.CODINGS}; got {dense_dtype!r}, {rows_coding!r}")
     check_same_layout(base, new)
     tables, stats, table_vars = {}, {}, set()
     for name, parts in keys.items():
@@ -220,11 +222,15 @@ def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys:
             pub = {"rows": table_rows(base, parts)}
             pub.update({c: np.asarray(v, np.float64) for c, v in published[name].items()})
         chosen = priority_lib.top_rows(priority_lib.row_priority(priority, cur, pub, seed=seed), fraction)
-        entry = {"rows": chosen.astype(pruning.remap_dtype(k_rows)), "values": _part(new, parts, "values")[chosen]}
-        if "scale_bias" in parts:
-            entry["scale_bias"] = _part(new, parts, "scale_bias")[chosen]
+        rows_parts, entry = [p for p in row_delta.PARTS if p in parts], {"rows": chosen.astype(pruning.remap_dtype(k_rows))}
+        if rows_coding == "code_delta":  # "rows" stays in memory (the Publisher's state), the file has "row_gaps"
+            entry.update(row_delta.encode({p: _part(base, parts, p) for p in rows_parts},
+                                          {p: _part(new, parts, p) for p in rows_parts}, chosen, entry["rows"].dtype))
+        else:
+            entry.update({p: _part(new, parts, p)[chosen] for p in rows_parts})
         tables[name] = entry
-        stats[name] = {"rows_total": int(k_rows), "dim": int(dim), "quantized": "scale_bias" in parts}
+        stats[name] = {"rows_total": int(k_rows), "dim": int(dim), "quantized": "scale_bias" in parts,
+                       "rows_sent": int(len(chosen)), "coding": rows_coding}
     dense, unchanged = {}, 0
     for k in sorted(new) if send_dense else ():
         if k == OBJECT_GRAPH_KEY or k in table_vars:
@@ -238,7 +244,7 @@ def compute_delta(base: Dict[str, np.ndarray], new: Dict[str, np.ndarray], keys:
         elif dense_dtype == "fp16" and value.dtype == np.float32:
             value = value.astype(np.float16)
         dense[k] = value
-    return Delta(tables, dense, keys, stats, dense_dtype, unchanged)
+    return Delta(tables, dense, keys, stats, dense_dtype, unchanged, rows_coding)
 
 
 # ---------------------------------------------------------------- write / read
@@ -273,12 +279,13 @@ def write_delta(delta: Delta, out_dir: str, base_version: int, version: int) -> 
         manifest = {"format": FORMAT, "base_version": int(base_version), "version": int(version),
                     "created": time.time(), "tables": {}, "dense": {}}
         for name, arrays in delta.tables.items():
-            data = _npz_bytes(arrays)
+            coded = delta.stats[name].get("coding") == "code_delta"
+            arrays = {k: v for k, v in arrays.items() if not (coded and k == "rows")}  # code_delta: row_gaps instead
+            data = _npz_bytes(arrays, compress=coded)
             rel = f"tables/{name}.npz"
             with open(os.path.join(temp, rel), "wb") as f:
                 f.write(data)
-            manifest["tables"][name] = dict(delta.stats[name], keys=delta.keys[name],
-                                            rows_sent=int(len(arrays["rows"])), file=rel, bytes=len(data),
+            manifest["tables"][name] = dict(delta.stats[name], keys=delta.keys[name], file=rel, bytes=len(data),
                                             payload_bytes=int(sum(a.nbytes for a in arrays.values())),
                                             sha256=hashlib.sha256(data).hexdigest())
         arrays, variables = _dense_arrays(delta.dense)
@@ -346,18 +353,16 @@ def read_delta(delta_dir: str) -> Tuple[dict, Dict[str, Dict[str, np.ndarray]], 
     return manifest, tables, dense
 
 
-def _apply_coded(key: str, target: np.ndarray, coded: "dense_delta.Coded") -> np.ndarray:
-    """The base value + the coded difference, after checking dtype, shape and step."""
-    want = np.float16 if coded.coding == "fp16_delta" else np.int8
-    if coded.q.dtype != want or target.dtype != np.float32:
-        raise DeltaMismatchError(f"dense variable {key}: {coded.coding} codes {coded.q.dtype} onto base "
-                                 f"{target.dtype} (expected {np.dtype(want).name} onto float32)")
-    if coded.coding in dense_delta.LEVELS:
-        scale = None if coded.scale is None else np.asarray(coded.scale)
-        if scale is None or scale.shape != () or scale.dtype != np.float32 or not (np.isfinite(scale) and scale >= 0):
-            raise DeltaMismatchError(f"dense variable {key}: {coded.coding} needs one finite float32 step >= 0, "
-                                     f"got {None if scale is None else (scale.dtype, scale.shape)}")
-    return dense_delta.apply(target, coded)
+def _decode_rows(name: str, base: Dict[str, np.ndarray], keys: Dict[str, str], arrays: Dict[str, np.ndarray]):
+    """A code_delta table's {"rows", parts}, decoded against the base's rows (row_delta.decode)."""
+    missing = [keys[p] for p in ("extent",) + row_delta.PARTS if p in keys and keys[p] not in base]
+    if missing:
+        raise DeltaMismatchError(f"table {name}: checkpoint keys {missing} are not in the base")
+    try:
+        rows, parts = row_delta.decode({p: _part(base, keys, p) for p in row_delta.PARTS if p in keys}, arrays)
+    except row_delta.RowDeltaError as e:
+        raise DeltaMismatchError(f"table {name}: {e}") from None
+    return dict(parts, rows=rows)
 
 
 def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, Dict[str, np.ndarray]],
@@ -368,6 +373,10 @@ def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, D
     out, copied = dict(base), set()
     for name, entry in manifest["tables"].items():
         arrays, keys = tables[name], entry["keys"]
+        if entry.get("coding", "values") not in row_delta.CODINGS:
+            raise DeltaMismatchError(f"table {name}: unknown row coding {entry.get('coding')!r}")
+        if entry.get("coding") == "code_delta":
+            arrays = _decode_rows(name, base, keys, arrays)
         rows = np.asarray(arrays["rows"]).astype(np.int64)
         if "extent" in keys and keys["extent"] not in base:
             raise DeltaMismatchError(f"table {name}: checkpoint key {keys['extent']} (extent) is not in the base")
@@ -400,10 +409,11 @@ def apply_delta(base: Dict[str, np.ndarray], manifest: dict, tables: Dict[str, D
         if tuple(shape) != target.shape:
             raise DeltaMismatchError(f"dense variable {key}: shape {list(shape)} vs base {list(target.shape)}")
         if isinstance(value, dense_delta.Coded):
-            out[key] = _apply_coded(key, target, value)
+            try:
+                out[key] = dense_delta.apply_checked(target, value)
+            except ValueError as e:
+                raise DeltaMismatchError(f"dense variable {key}: {e}") from None
             continue
-        if tuple(value.shape) != target.shape:
-            raise DeltaMismatchError(f"dense variable {key}: shape {list(value.shape)} vs base {list(target.shape)}")
         if value.dtype != target.dtype and not (value.dtype == np.float16 and target.dtype == np.float32):
             raise DeltaMismatchError(f"dense variable {key}: dtype {value.dtype} vs base {target.dtype}")
         out[key] = value.astype(target.dtype)

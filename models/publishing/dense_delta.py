@@ -9,7 +9,8 @@ Publisher reads it from N's checkpoint, so s is exact, never a copy of what was 
                  q = clip(round(d / Δ), −L, L)             int8, 1 byte per element
     int4_delta:  the same with L = 7 (15 levels, still one int8 per element: most codes
                  are small and the deflated payload is ~0.43 of int8_delta's: 2.8 vs
-                 6.5 bits per parameter on the DIN of bench-freshness)
+                 6.5 bits per parameter on the DIN of bench-freshness); int5_delta L = 15,
+                 int6_delta L = 31 in between
     fp16_delta:  q = fp16(d)                               2 bytes per element, Δ unused
     applied:     s' = fl32(s + fl32(q · Δ))    (fp16: fl32(s + fl32(q)))     `apply`
 
@@ -36,8 +37,8 @@ from typing import Optional
 
 import numpy as np
 
-CODINGS = ("int8_delta", "int4_delta", "fp16_delta")
-LEVELS = {"int8_delta": 127, "int4_delta": 7}  # L: codes in [−L, L]
+CODINGS = ("int8_delta", "int6_delta", "int5_delta", "int4_delta", "fp16_delta")
+LEVELS = {"int8_delta": 127, "int6_delta": 31, "int5_delta": 15, "int4_delta": 7}  # L: codes in [−L, L]
 FP32_EPS = 2.0 ** -23
 FP16_REL, FP16_ABS = 2.0 ** -11, 2.0 ** -25
 
@@ -90,6 +91,21 @@ def apply(served: np.ndarray, coded: Coded) -> np.ndarray:
     if tuple(coded.q.shape) != s.shape:
         raise ValueError(f"dense_delta.apply: coded shape {list(coded.q.shape)} vs served {list(s.shape)}")
     return (s.astype(np.float32) + decode(coded)).astype(s.dtype)
+
+
+def apply_checked(served: np.ndarray, coded: Coded) -> np.ndarray:
+    """apply(served, coded) after checking the codes' dtype (int8 | fp16 onto float32) and the
+    step (one finite float32 >= 0); ValueError naming what does not fit (the patcher's check)."""
+    want = np.float16 if coded.coding == "fp16_delta" else np.int8
+    if coded.coding not in CODINGS or coded.q.dtype != want or np.asarray(served).dtype != np.float32:
+        raise ValueError(f"{coded.coding} codes {coded.q.dtype} onto base {np.asarray(served).dtype} "
+                         f"(expected {np.dtype(want).name} onto float32)")
+    if coded.coding in LEVELS:
+        scale = None if coded.scale is None else np.asarray(coded.scale)
+        if scale is None or scale.shape != () or scale.dtype != np.float32 or not (np.isfinite(scale) and scale >= 0):
+            raise ValueError(f"{coded.coding} needs one finite float32 step >= 0, "
+                             f"got {None if scale is None else (scale.dtype, scale.shape)}")
+    return apply(served, coded)
 
 
 def error_bound(served: np.ndarray, target: np.ndarray, coded: Coded) -> np.ndarray:

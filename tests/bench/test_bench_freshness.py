@@ -95,3 +95,42 @@ def test_default_policy_is_the_publishers_schedule():
     assert (p.dense_dtype, p.dense_every, p.dense_fraction) == ("fp16_delta", 4, None)
     names = [q.name for q in bf.make_policies(LAYOUT, ["row_change"], [0.05], ["fp16"], 12, default=cfg)]
     assert names == ["full", "stale", "default", "row_change_5%_fp16"]
+
+
+def test_code_delta_rows_bytes_are_the_row_delta_payload():
+    """rows "code_delta": a table's bytes = row_delta.deflated_bytes of the chosen rows' bit
+    differences from the held ones (int8 codes + fp16 scale/bias; fp32 values), counted against
+    what the policy held BEFORE this delta; the served rows are the trainer's, as with "values"."""
+    import zlib
+
+    rng = np.random.default_rng(2)
+    p = bf.Policy("d", LAYOUT, "delta", "row_change", 0.05, "fp16@0", full_every=9, rows="code_delta")
+    v = bf.Policy("v", LAYOUT, "delta", "row_change", 0.05, "fp16@0", full_every=9)
+    zero = {"emb_a": np.zeros(40), "lin_b": np.zeros(10)}
+    codes0 = rng.integers(0, 256, (40, 8), dtype=np.uint8)
+    s0 = dict(_snap(rng), codes={"emb_a": codes0})
+    p.full(s0, zero)
+    v.full(s0, zero)
+    codes1 = codes0.copy()
+    codes1[:, :4] += 1  # every int8 code +1 (mod 256), scale/bias unchanged
+    s1 = dict(_snap(rng), codes={"emb_a": codes1})
+    sent = p.publish(1, s1, zero)
+    rows_a = np.flatnonzero(np.any(p.rows["emb_a"] != s0["rows"]["emb_a"], axis=1))
+    rows_b = np.flatnonzero(p.rows["lin_b"][:, 0] != s0["rows"]["lin_b"][:, 0])
+    assert len(rows_a) == 2 and len(rows_b) == 1
+    gaps_a = np.diff(rows_a, prepend=0).astype(np.uint16).tobytes()
+    bits_b = (s1["rows"]["lin_b"][rows_b].view(np.uint32) - s0["rows"]["lin_b"][rows_b].view(np.uint32)).tobytes()
+    want = (len(zlib.compress(gaps_a, 6)) + len(zlib.compress(np.ones((2, 4), np.uint8).tobytes(), 6))
+            + len(zlib.compress(np.zeros((2, 2), np.uint16).tobytes(), 6))
+            + len(zlib.compress(np.diff(rows_b, prepend=0).astype(np.uint16).tobytes(), 6))
+            + len(zlib.compress(bits_b, 6)))
+    assert sent == want
+    assert v.publish(1, s1, zero) == 2 * 10 + 1 * 6
+    for n in ("emb_a", "lin_b"):
+        np.testing.assert_array_equal(p.rows[n], v.rows[n])
+    assert np.array_equal(p.codes["emb_a"][rows_a], codes1[rows_a])  # the held codes follow what was sent
+    with pytest.raises(ValueError, match="row coding"):
+        bf.Policy("d", LAYOUT, "delta", "random", 0.05, "fp16", rows="int8")
+    names = [q.name for q in bf.make_policies(LAYOUT, ["random"], [0.05], ["fp16"], 12,
+                                              row_codings=("values", "code_delta"))]
+    assert names == ["full", "stale", "random_5%_fp16", "random_5%_fp16_code_delta"]

@@ -170,3 +170,64 @@ def test_coded_dense_payload_is_checked_and_a_refusal_leaves_nothing(prepared, t
     np.testing.assert_array_equal(got, base_vars[wkey] + arrays[var["entry"]].astype(np.float32) * coded.scale)
     assert np.all(np.abs(got.astype(np.float64) - new_vars[wkey]) <= dense_delta.error_bound(base_vars[wkey],
                                                                                            new_vars[wkey], coded))
+
+
+def test_code_delta_rows_are_checked_and_a_refusal_leaves_nothing(prepared, tmp_path):
+    """Rows coded against the base (models/publishing/row_delta.py): a flipped byte, rows out
+    of range, codes of the wrong width or an unknown row coding are refused with a typed error
+    naming the table, nothing appears under the base; intact, the chosen rows are the new ones."""
+    import hashlib
+    import io
+
+    base = str(tmp_path / "rows")
+    shutil.copytree(prepared["pristine"], base, ignore=shutil.ignore_patterns("deltas"))
+    base_vars, new_vars = delta_lib.read_checkpoint(os.path.join(base, "1")), delta_lib.read_checkpoint(prepared["new"])
+    keys = delta_lib.table_keys(base_vars[delta_lib.OBJECT_GRAPH_KEY])
+    d = delta_lib.compute_delta(base_vars, new_vars, keys, 0.5, "row_change", published={t: {} for t in keys},
+                                rows_coding="code_delta")
+    delta_dir = os.path.join(base, "deltas", "2")
+    delta_lib.write_delta(d, delta_dir, base_version=1, version=2)
+    manifest_path = os.path.join(delta_dir, delta_lib.MANIFEST)
+    good_manifest = open(manifest_path).read()
+    table_path = os.path.join(delta_dir, json.loads(good_manifest)["tables"]["emb_video_id"]["file"])
+    good_table = open(table_path, "rb").read()
+    with np.load(io.BytesIO(good_table)) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+
+    def refused(error, match):
+        with pytest.raises(error, match=match):
+            patcher.assemble(os.path.join(base, "1"), delta_dir, os.path.join(base, "2"))
+        assert _served(base) == ["1"] and not [n for n in os.listdir(base) if n.startswith(".tmp")]
+
+    def rewrite(arrays, **entry):  # a well-formed file with a valid checksum, but a bad payload
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        data = buf.getvalue()
+        open(table_path, "wb").write(data)
+        m = json.loads(good_manifest)
+        m["tables"]["emb_video_id"].update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), **entry)
+        json.dump(m, open(manifest_path, "w"))
+
+    with open(table_path, "r+b") as f:
+        f.seek(len(good_table) // 2)
+        f.write(bytes([good_table[len(good_table) // 2] ^ 0xFF]))
+    refused(patcher.DeltaChecksumError, "emb_video_id.npz")
+    gaps = arrays["row_gaps"].copy()
+    gaps[-1] += 40  # past the table's last row
+    rewrite(dict(arrays, row_gaps=gaps))
+    refused(patcher.DeltaMismatchError, "table emb_video_id: row_gaps")
+    rewrite(dict(arrays, values_delta=arrays["values_delta"].astype(np.uint16)))
+    refused(patcher.DeltaMismatchError, "table emb_video_id: values_delta")
+    rewrite(arrays, coding="xor")
+    refused(patcher.DeltaMismatchError, "unknown row coding")
+
+    rewrite(arrays)
+    patcher.assemble(os.path.join(base, "1"), delta_dir, os.path.join(base, "2"))
+    got = delta_lib.read_checkpoint(os.path.join(base, "2"))
+    rows = np.cumsum(arrays["row_gaps"].astype(np.int64))
+    assert "extent" not in keys["emb_video_id"] and len(rows) == len(got[keys["emb_video_id"]["values"]]) // 2 + 1
+    for part in ("values", "scale_bias"):
+        key = keys["emb_video_id"][part]
+        np.testing.assert_array_equal(got[key][rows], new_vars[key][rows])
+        rest = np.setdiff1d(np.arange(len(got[key])), rows)
+        assert len(rest) and np.array_equal(got[key][rest], base_vars[key][rest])

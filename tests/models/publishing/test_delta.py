@@ -17,12 +17,12 @@ def versions(tmp_path_factory):
     return tiny_versions(tmp_path_factory.mktemp("delta"), "serving")
 
 
-def make_delta(versions, fraction, version, priority="row_change", dense="fp32"):
+def make_delta(versions, fraction, version, priority="row_change", dense="fp32", rows="values"):
     base_vars = delta_lib.read_checkpoint(os.path.join(versions["base"], "1"))
     new_vars = delta_lib.read_checkpoint(versions["new_full"])
     keys = delta_lib.table_keys(base_vars[delta_lib.OBJECT_GRAPH_KEY])
     d = delta_lib.compute_delta(base_vars, new_vars, keys, fraction, priority,
-                                published={t: {} for t in keys}, dense_dtype=dense)
+                                published={t: {} for t in keys}, dense_dtype=dense, rows_coding=rows)
     out = os.path.join(versions["base"], delta_lib.DELTAS_DIR, str(version))
     return delta_lib.write_delta(d, out, base_version=1, version=version), out
 
@@ -113,7 +113,7 @@ def test_coded_dense_assembles_the_trainer_weights_within_the_bound(versions, co
 
     version = {"int8_delta": 5, "fp16_delta": 6, "int4_delta": 7}[coding]
     manifest, delta_dir = make_delta(versions, 0.25, version, dense=coding)
-    assert manifest["format"] == delta_lib.FORMAT == 4 and manifest["dense"]["dtype"] == coding
+    assert manifest["format"] == delta_lib.FORMAT == 5 and manifest["dense"]["dtype"] == coding
     (wkey, var), = manifest["dense"]["variables"].items()
     assert var["coding"] == coding and var["sent_dtype"] == ("float16" if coding == "fp16_delta" else "int8")
     _, _, dense = delta_lib.read_delta(delta_dir)
@@ -131,3 +131,38 @@ def test_coded_dense_assembles_the_trainer_weights_within_the_bound(versions, co
     rows_only = delta_lib.compute_delta(base, new, keys, 0.25, "row_change", published={t: {} for t in keys},
                                         dense_dtype=coding, send_dense=False)
     assert rows_only.dense == {} and set(rows_only.tables) == set(manifest["tables"])
+
+
+@pytest.mark.parametrize("fraction, version", [(1.0, 8), (0.25, 9)])
+def test_code_delta_rows_assemble_the_trainer_rows_bit_exact(versions, fraction, version):
+    """rows "code_delta" (models/publishing/row_delta.py), int8 and fp32 tables: the table
+    files hold row_gaps and the bit differences from version N (deflated); N + delta has the
+    new rows bit for bit on the chosen rows and N's elsewhere — the same checkpoint as the
+    "values" delta of the same rows."""
+    from serving.patcher import assemble
+
+    manifest, delta_dir = make_delta(versions, fraction, version, rows="code_delta")
+    emb = manifest["tables"]["emb_video_id"]
+    assert emb["coding"] == "code_delta" and emb["rows_sent"] == int(np.ceil(fraction * emb["rows_total"]))
+    _, tables, _ = delta_lib.read_delta(delta_dir)
+    assert set(tables["emb_video_id"]) == {"row_gaps", "values_delta", "scale_bias_delta"}
+    assert tables["emb_video_id"]["values_delta"].dtype == np.uint8
+    assert tables["linear_video_id"]["values_delta"].dtype == np.uint32  # fp32 rows: their bit patterns
+    out = os.path.join(versions["base"], str(version))
+    assemble(os.path.join(versions["base"], "1"), delta_dir, out)
+    got = delta_lib.read_checkpoint(out)
+    plain_manifest, plain_dir = make_delta(versions, fraction, version + 100)
+    base = delta_lib.read_checkpoint(os.path.join(versions["base"], "1"))
+    want = delta_lib.apply_delta(base, *delta_lib.read_delta(plain_dir)[:3])
+    for key in got:
+        if key != delta_lib.OBJECT_GRAPH_KEY:
+            assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key]), key
+    if fraction == 1.0:
+        new = delta_lib.read_checkpoint(versions["new_full"])
+        for entry in manifest["tables"].values():
+            for key in entry["keys"].values():
+                assert np.array_equal(got[key], new[key]), key
+        np.testing.assert_array_equal(score(out, [0, 1, 2, 38, 39]), score(versions["new_full"], [0, 1, 2, 38, 39]))
+    with pytest.raises(ValueError, match="rows_coding"):
+        delta_lib.compute_delta(base, base, delta_lib.table_keys(base[delta_lib.OBJECT_GRAPH_KEY]), 0.5,
+                                "row_change", rows_coding="int8")

@@ -58,7 +58,7 @@ def test_round_trip_within_the_bound(coding):
     err, bound = np.abs(got - target), dense_delta.error_bound(served, target, c)
     assert np.all(err <= bound)
     if coding in dense_delta.LEVELS:
-        step, levels = float(c.scale), {"int8_delta": 127, "int4_delta": 7}[coding]
+        step, levels = float(c.scale), {"int8_delta": 127, "int6_delta": 31, "int5_delta": 15, "int4_delta": 7}[coding]
         assert step == pytest.approx(np.max(np.abs(target.astype(np.float64) - served)) / levels, rel=1e-6)
         assert err.max() <= 0.5 * step * (1 + 1e-3) and err.max() > 0.3 * step  # the half step, not less
         assert np.abs(c.q).max() == levels and c.q.dtype == np.int8
