@@ -47,6 +47,13 @@ BENCH_REQUEST_WINDOW_S (60), BENCH_WORK
 (scratch dir, default /tmp/bench_rankers; the Transform output there is reused when its
 days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200; 0 = no export
 and no latency, e.g. for a LOG_SIGNALS subset scored with a Transform output of more signals).
+
+Signal families (#37): LOG_SIGNALS may name them (models/features.py: a family, "families");
+LogExampleGen then writes all of them. To score arms with fewer signals on the same examples
+and Transform, run the arm with the most signals first and the others with
+LOG_SIGNAL_FAMILIES=all (the work dir's key includes the families) and BENCH_LATENCY_CALLS=0
+(the transform graph reads the family inputs, which their serving signature lacks). The data
+record names the run's LOG_SIGNALS (`log_signals`) and `signal_families`.
 """
 import os
 import glob
@@ -155,7 +162,7 @@ def ranking_metrics(model, x, y, meta, window_s):
 def summarize(records):
     """mean ± std over seeds per (model, batch size)."""
     out = []
-    keys = ("auc", "gauc", "request_gauc", "frozen_gauc", "logloss", "train_examples_per_sec")
+    keys = ("auc", "gauc", "request_gauc", "frozen_gauc", "logloss", "calibration", "train_examples_per_sec")
     for name, batch in dict.fromkeys((r["model"], r["batch_size"]) for r in records):
         runs = [r for r in records if r["model"] == name and r["batch_size"] == batch]
         row = {"model": name, "batch_size": batch, "seeds": [r["seed"] for r in runs]}
@@ -230,7 +237,8 @@ def main() -> int:
         train_x, train_y = ({k: v[keep] for k, v in d.items()} for d in (train_x, train_y))
     n_train = int(train_y["click_prob"].size)
     data_info = dict(info, logs=os.path.relpath(os.path.abspath(logs), ROOT), eval_days=eval_days, history_length=history_length, train_rows_used=n_train,
-                     request_window_s=window_s)
+                     request_window_s=window_s, log_signals=list(F.ENABLED_SIGNALS),
+                     signal_families=list(configs.LOG_EXAMPLE_GEN.signal_families))
     drift = click_rate_drift(splits, window_s)
     print(f"[bench-rankers] data ready in {time.time() - t0:.0f}s: {json.dumps(data_info)}\n"
           f"[bench-rankers] history click rate as a score: {json.dumps(drift)}", flush=True)

@@ -26,6 +26,11 @@ USER_TAB_STATE_FEATURES = ("sig_user_tab_ctr",)
 USER_STATE_FEATURES = tuple(F.HISTORY_FEATURES + [F.HISTORY_TAB_FEATURE, F.HISTORY_LEN_FEATURE]
                             + [k for k in F.USER_SIGNAL_FEATURES
                                if k not in _CONTEXT_SIGNALS + USER_TAB_STATE_FEATURES])
+# signal families (#37): the user's recent outcomes and session are per-user state, the in-tab
+# ones per (user, tab); the per-(user, hour) and per-(user, candidate author/tag/music)
+# ones (time_context, target_match) keep running
+USER_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["recent"]) + tuple(F.FAMILY_SIGNAL_TRANSFORMS["session"])
+USER_TAB_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["in_tab"])
 
 
 def run_example_gen_and_transform(logs, work, train_days, eval_days):
@@ -41,6 +46,8 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
     stamp = os.path.join(work, "bench_days.json")
     key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
            "splits": "train,validation,eval"}
+    if configs.LOG_EXAMPLE_GEN.signal_families:  # examples with the signal families (#37)
+        key["signal_families"] = list(configs.LOG_EXAMPLE_GEN.signal_families)
 
     def latest():
         store = PipelineStore.for_output_dir(work)
@@ -111,7 +118,7 @@ def make_transform(tft_output, batch=4096):
     def transform(raw):
         # the serving inputs + every raw signal present: a graph analysed with more signals
         # than LOG_SIGNALS enables still finds its inputs (the layer ignores unused keys)
-        keys = F.SERVING_RAW_FEATURES + F.LABELS + [k for k in F.SIGNAL_FEATURES
+        keys = F.SERVING_RAW_FEATURES + F.LABELS + [k for k in F.SIGNAL_FEATURES + F.FAMILY_FEATURES
                                                     if k in raw and k not in F.SERVING_RAW_FEATURES]
         n = len(raw[keys[0]])
         parts = [{k: v.numpy() for k, v in fn({k: raw[k][i:i + batch] for k in keys}).items()}
@@ -187,8 +194,11 @@ def load_split(examples_dir, split, transform, history_length, frozen=False, bat
     import tensorflow as tf
 
     files = split_files(examples_dir, split)
-    needed = F.SERVING_RAW_FEATURES + F.LABELS + F.SIGNAL_FEATURES + ["date", "user_id", "time_ms", "tab"]
-    spec = {k: v for k, v in F.raw_feature_spec(history_length).items() if k in needed}
+    needed = (F.SERVING_RAW_FEATURES + F.LABELS + F.SIGNAL_FEATURES + F.FAMILY_FEATURES
+              + ["date", "user_id", "time_ms", "tab"])
+    first = next(iter(tf.data.TFRecordDataset(files[:1], compression_type="GZIP").take(1))).numpy()
+    families = F.FAMILY_FEATURES[0] in tf.train.Example.FromString(first).features.feature  # written (#37)?
+    spec = {k: v for k, v in F.raw_feature_spec(history_length, families).items() if k in needed}
     parse = tf.function(lambda serialized: tf.io.parse_example(serialized, spec))
     parts = []
     for records in tf.data.TFRecordDataset(files, compression_type="GZIP").batch(batch):

@@ -24,6 +24,14 @@ Kinds
   ``LOG_SIGNALS`` in the environment, "" (default: none), "all" or a comma list of
   names of `SIGNAL_FEATURES` / "hist_tab"; pipeline/configs/ingestion.py shows it as
   `LOG_SIGNALS`.
+- FAMILY SIGNAL (float scalar, #37): the optional signal families of
+  components/log_example_gen/signal_families.py (`FAMILY_SIGNAL_TRANSFORMS`, per family).
+  ``LOG_SIGNALS`` also takes a family name (its signals), "families" (all five) or a family
+  signal's name ("all" keeps its meaning: the 17 signals and hist_tab). When any family
+  signal is a model input, LogExampleGen writes every family (pipeline/configs/ingestion.py
+  implies LOG_SIGNAL_FAMILIES=all), the raw spec and the schema declare them
+  (schemas/with_families/schema.pbtxt, `FAMILY_INPUTS`), and Transform / serving take the
+  enabled ones like the signals above; otherwise the examples and the schema are unchanged.
 """
 import os
 
@@ -76,24 +84,53 @@ USER_SIGNAL_FEATURES = ["sig_tab_ctr", "sig_user_coec", "sig_user_tab_ctr", "sig
 HISTORY_TAB_FEATURE = "hist_tab"
 SIGNALS_ENV = "LOG_SIGNALS"
 
+# Signal families (#37; equations: components/log_example_gen/signal_families.py, which
+# takes its names from here) and the transform of each before the z-score: logit (rates),
+# log1p (counts), none (already log1p seconds, or −1 when the event never happened).
+FAMILY_SIGNAL_TRANSFORMS = {
+    "in_tab": {**{f"sig_user_tab_last{n}_click": "logit" for n in (10, 20, 50)}, "sig_user_tab_since_click": "none"},
+    "recent": {**{f"sig_last{n}_click": "logit" for n in (5, 10, 20)},
+               **{f"sig_last{n}_watch": "none" for n in (5, 10, 20)},
+               "sig_since_click": "none", "sig_since_long_view": "none", "sig_last_hour_n": "log1p"},
+    "session": {"sig_session_position": "log1p", "sig_session_clicks": "log1p", "sig_session_age": "none"},
+    "target_match": {**{f"sig_user_{k}_n": "log1p" for k in ("author", "tag", "music")},
+                     **{f"sig_user_{k}_ctr": "logit" for k in ("author", "tag")}},
+    "time_context": {"sig_user_hour_ctr": "logit", "sig_user_hour_n": "log1p"},
+}
+FAMILY_TRANSFORMS = {k: g for names in FAMILY_SIGNAL_TRANSFORMS.values() for k, g in names.items()}
+FAMILY_FEATURES = list(FAMILY_TRANSFORMS)
+# family signals of the user and the request context (tab, hour) alone; target_match's
+# depend on the candidate's author / tag / music
+USER_FAMILY_FEATURES = [k for f in ("in_tab", "recent", "session", "time_context") for k in FAMILY_SIGNAL_TRANSFORMS[f]]
+FAMILIES_TOKEN = "families"  # LOG_SIGNALS: every family signal
+
 
 def parse_enabled_signals(text: str) -> tuple:
-    """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "all": all)."""
-    known = SIGNAL_FEATURES + [HISTORY_TAB_FEATURE]
+    """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "all": the 17 signals and
+    hist_tab; a family name: its signals, "families": every family's; else signal names)."""
+    known = SIGNAL_FEATURES + [HISTORY_TAB_FEATURE] + FAMILY_FEATURES
+    groups = {"all": SIGNAL_FEATURES + [HISTORY_TAB_FEATURE], FAMILIES_TOKEN: FAMILY_FEATURES,
+              **{f: list(names) for f, names in FAMILY_SIGNAL_TRANSFORMS.items()}}
     text = (text or "").strip()
     if text in ("", "none"):
         return ()
-    if text == "all":
-        return tuple(known)
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = sorted(set(names) - set(known))
+    names = set()
+    for n in (n.strip() for n in text.split(",")):
+        names.update(groups.get(n, [n] if n else []))
+    unknown = sorted(names - set(known))
     if unknown:
-        raise ValueError(f"{SIGNALS_ENV}: unknown names {unknown}; known: {known}")
+        raise ValueError(f"{SIGNALS_ENV}: unknown names {unknown}; known: {sorted(groups)} or any of {known}")
     return tuple(n for n in known if n in names)
 
 
+def family_inputs(enabled) -> tuple:
+    """The families with a signal among ``enabled`` (LogExampleGen must write them)."""
+    return tuple(f for f, names in FAMILY_SIGNAL_TRANSFORMS.items() if set(names) & set(enabled))
+
+
 ENABLED_SIGNALS = parse_enabled_signals(os.environ.get(SIGNALS_ENV, ""))
-MODEL_SIGNAL_FEATURES = [k for k in SIGNAL_FEATURES if k in ENABLED_SIGNALS]
+MODEL_SIGNAL_FEATURES = [k for k in SIGNAL_FEATURES + FAMILY_FEATURES if k in ENABLED_SIGNALS]
+FAMILY_INPUTS = family_inputs(ENABLED_SIGNALS)
 HISTORY_TAB_ENABLED = HISTORY_TAB_FEATURE in ENABLED_SIGNALS
 NUMERIC_FEATURES = BASE_NUMERIC_FEATURES + MODEL_SIGNAL_FEATURES
 
@@ -152,7 +189,7 @@ USER_CONTEXT_FEATURES = (["user_id", "tab", "hour"] + [f"onehot_feat{i}" for i i
                             "friend_user_num", "register_days", "is_lowactive_period",
                             "is_live_streamer", "is_video_author"]
                          + HISTORY_FEATURES + _HIST_TAB_IF_ENABLED + [HISTORY_LEN_FEATURE]
-                         + [k for k in USER_SIGNAL_FEATURES if k in ENABLED_SIGNALS])
+                         + [k for k in USER_SIGNAL_FEATURES + USER_FAMILY_FEATURES if k in ENABLED_SIGNALS])
 CANDIDATE_FEATURES = [k for k in SERVING_RAW_FEATURES if k not in USER_CONTEXT_FEATURES]
 
 
@@ -166,14 +203,16 @@ def vocab_name(key: str) -> str:
     return ID_SHARED_VOCAB.get(key, key) + "_vocab"
 
 
-def raw_feature_spec(history_length: int) -> dict:
-    """tf.io parsing spec of a raw tf.Example as written by LogExampleGen."""
+def raw_feature_spec(history_length: int, families: bool = None) -> dict:
+    """tf.io parsing spec of a raw tf.Example as written by LogExampleGen; with every family
+    signal if ``families`` (None: when a family signal is a model input, `FAMILY_INPUTS`)."""
     import tensorflow as tf
 
+    families = bool(FAMILY_INPUTS) if families is None else families
     spec = {}
     for k in RAW_INT_FEATURES:
         spec[k] = tf.io.FixedLenFeature([], tf.int64)
-    for k in RAW_FLOAT_FEATURES:
+    for k in RAW_FLOAT_FEATURES + (FAMILY_FEATURES if families else []):
         spec[k] = tf.io.FixedLenFeature([], tf.float32)
     for k in RAW_BYTES_FEATURES:
         spec[k] = tf.io.FixedLenFeature([], tf.string)

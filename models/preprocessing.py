@@ -13,9 +13,10 @@ Ids and strings
 Numerics
     z = (g(x) - mean) / std, g = log1p(max(x, 0)) for heavy-tailed features
     (`LOG1P_FEATURES`), identity otherwise; statistics from the train split.
-Signals (enabled ones only, `MODEL_SIGNAL_FEATURES`)
-    z = (g(x) - mean) / std with g from `SIGNAL_TRANSFORMS`: logit(clip(x, ε, 1 - ε))
-    for rates, log(max(x, ε)) for ratios, identity otherwise; ε = `SIGNAL_EPS`.
+Signals (enabled ones only, `MODEL_SIGNAL_FEATURES`, signal families included)
+    z = (g(x) - mean) / std with g from `SIGNAL_TRANSFORMS` / `FAMILY_TRANSFORMS`:
+    logit(clip(x, ε, 1 - ε)) for rates, log(max(x, ε)) for ratios, log1p(max(x, 0)) for
+    counts, identity otherwise; ε = `SIGNAL_EPS`.
 History values
     hist_mask = 1(position < hist_len); hist_watch_time_s and hist_time_gap_s get
     log1p (padding stays 0); hist_is_click is 0/1.
@@ -50,6 +51,10 @@ def signal_transform(x, kind: str):
         return tf.math.log(p) - tf.math.log1p(-p)
     if kind == "log":
         return tf.math.log(tf.maximum(x, SIGNAL_EPS))
+    if kind == "log1p":
+        return tf.math.log1p(tf.maximum(x, 0.0))
+    if kind != "none":
+        raise ValueError(f"unknown signal transform {kind!r}")
     return x
 
 
@@ -120,8 +125,8 @@ def preprocessing_fn(inputs, custom_config):
         x = tf.cast(inputs[key], tf.float32)
         if key in F.LOG1P_FEATURES:
             x = tf.math.log1p(tf.maximum(x, 0.0))
-        elif key in F.SIGNAL_TRANSFORMS:
-            x = signal_transform(x, F.SIGNAL_TRANSFORMS[key])
+        elif key in F.SIGNAL_TRANSFORMS or key in F.FAMILY_TRANSFORMS:
+            x = signal_transform(x, F.SIGNAL_TRANSFORMS.get(key) or F.FAMILY_TRANSFORMS[key])
         out[F.transformed_name(key)] = z_score(x)
 
     zeros = tf.zeros_like(out["hist_mask_xf"])

@@ -1,4 +1,5 @@
-"""Regenerates schemas/schema.pbtxt from models.features (run after changing the spec).
+"""Regenerates schemas/schema.pbtxt (and schemas/with_families/schema.pbtxt, which also
+declares the signal-family features, #37) from models.features (run after changing the spec).
 
     python -m schemas.make_schema [history_length]
 
@@ -16,10 +17,13 @@ from google.protobuf import text_format
 from models import features as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+FAMILIES_DIR = "with_families"  # the schema with the signal families (#37; pipeline/configs/core.py)
 
 
-def build_schema(history_length: int) -> schema_pb2.Schema:
-    schema = schema_utils.schema_from_feature_spec(F.raw_feature_spec(history_length))
+def build_schema(history_length: int, families: bool = None) -> schema_pb2.Schema:
+    """The curated schema; with every signal-family feature if ``families`` (None: when
+    LOG_SIGNALS makes one a model input, models.features.FAMILY_INPUTS)."""
+    schema = schema_utils.schema_from_feature_spec(F.raw_feature_spec(history_length, families))
     by_name = {f.name: f for f in schema.feature}
     for key in [F.LABEL_CLICK, "is_like", "long_view"]:
         by_name[key].int_domain.min = 0
@@ -37,5 +41,7 @@ def build_schema(history_length: int) -> schema_pb2.Schema:
 
 if __name__ == "__main__":
     length = int(sys.argv[1]) if len(sys.argv) > 1 else 50
-    with open(os.path.join(HERE, "schema.pbtxt"), "w") as f:
-        f.write(text_format.MessageToString(build_schema(length)))
+    for families, folder in ((False, HERE), (True, os.path.join(HERE, FAMILIES_DIR))):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "schema.pbtxt"), "w") as f:
+            f.write(text_format.MessageToString(build_schema(length, families)))

@@ -49,6 +49,7 @@ import numpy as np
 
 from components.log_example_gen import columns as C
 from components.log_example_gen import signals as S
+from models import features as F
 
 NONE = -1.0
 SESSION_GAP_S = 30 * 60.0
@@ -58,14 +59,8 @@ RECENT_WINDOWS = (5, 10, 20)
 MATCH_KEYS = ("author", "tag", "music")
 MATCH_RATES = ("author", "tag")
 
-FAMILIES: Dict[str, Tuple[str, ...]] = {
-    "in_tab": tuple(f"sig_user_tab_last{n}_click" for n in TAB_WINDOWS) + ("sig_user_tab_since_click",),
-    "recent": (tuple(f"sig_last{n}_click" for n in RECENT_WINDOWS) + tuple(f"sig_last{n}_watch" for n in RECENT_WINDOWS)
-               + ("sig_since_click", "sig_since_long_view", "sig_last_hour_n")),
-    "session": ("sig_session_position", "sig_session_clicks", "sig_session_age"),
-    "target_match": (tuple(f"sig_user_{k}_n" for k in MATCH_KEYS) + tuple(f"sig_user_{k}_ctr" for k in MATCH_RATES)),
-    "time_context": ("sig_user_hour_ctr", "sig_user_hour_n"),
-}
+# the names (and each one's model-input transform) are registered in models/features.py
+FAMILIES: Dict[str, Tuple[str, ...]] = {f: tuple(names) for f, names in F.FAMILY_SIGNAL_TRANSFORMS.items()}
 ALL_FEATURES: Tuple[str, ...] = tuple(name for names in FAMILIES.values() for name in names)
 
 
@@ -191,5 +186,8 @@ def family_columns(b: C.Batch, families: Sequence[str], delay_ms: int) -> Dict[s
     of the chosen families (module doc)."""
     out: Dict[str, np.ndarray] = {}
     for family in check_families(families):
-        out.update(_PASSES[family](b, delay_ms))
+        cols = _PASSES[family](b, delay_ms)
+        if tuple(sorted(cols)) != tuple(sorted(FAMILIES[family])):  # the registry of models/features.py
+            raise ValueError(f"signal family {family} computed {sorted(cols)}, registered {sorted(FAMILIES[family])}")
+        out.update(cols)
     return out

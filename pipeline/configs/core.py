@@ -1,6 +1,8 @@
 """Names, output paths, the input logs, the log simulator and the Beam arguments."""
 import os
 
+from models import features as _features
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PIPELINE_NAME = os.environ.get("PIPELINE_NAME", "watchtime_ranker")
@@ -25,7 +27,9 @@ SERVING_MODEL_DIR = output_paths(OUTPUT_DIR)["serving_model_dir"]
 
 # Input logs: a folder of KuaiRand-Pure-format files. Default: the simulator's output.
 DATA_PATH = os.environ.get("LOGS") or os.path.join(_ROOT, "data", "generated", "sim")
-SCHEMA_PATH = os.path.join(_ROOT, "schemas")
+# The curated schema; when a signal family is a model input (LOG_SIGNALS, #37) the one that
+# also declares the family signals (schemas/make_schema.py writes both).
+SCHEMA_PATH = os.path.join(_ROOT, "schemas", *(["with_families"] if _features.FAMILY_INPUTS else []))
 
 
 # ---------------------------------------------------------------- log simulator

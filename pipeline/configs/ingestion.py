@@ -63,11 +63,22 @@ LABEL_DELAY_S = 300.0
 # near the logs' CTR (0.46 on 05-02); it only matters for a tab's first impressions.
 SIGNAL_PRIOR_CTR = 0.45
 # Optional signal families (#37, components/log_example_gen/signal_families.py: in_tab,
-# recent, session, target_match), written as extra float features of the examples when
-# named: "" (default: none, the examples are unchanged), "all", or a comma list. They are
-# not model inputs yet (not in models/features.py nor the schema); bench/gbdt_reference.py
-# reads them from the examples (bench/results/signal_families.json).
-SIGNAL_FAMILIES = os.environ.get("LOG_SIGNAL_FAMILIES", "")
+# recent, session, target_match, time_context), written as extra float features of the
+# examples when named: "" (default: none, the examples are unchanged), "all", or a comma
+# list. Model inputs when LOG_SIGNALS names them (models/features.py: a family, "families"
+# or a family signal): then LogExampleGen writes every family (the schema
+# schemas/with_families/ declares all of them) and LOG_SIGNAL_FAMILIES may only be "" or "all".
+def _signal_families(requested: str, model_families: tuple) -> str:
+    if not model_families:
+        return requested
+    if requested.strip() not in ("", "all"):
+        raise ValueError(f"LOG_SIGNALS uses the signal families {list(model_families)} as model inputs, so "
+                         f"LogExampleGen writes all of them; LOG_SIGNAL_FAMILIES={requested!r} would drop some "
+                         f"(unset it or set it to 'all')")
+    return "all"
+
+
+SIGNAL_FAMILIES = _signal_families(os.environ.get("LOG_SIGNAL_FAMILIES", ""), _features.FAMILY_INPUTS)
 # Beam argument sets per runner for the Beam stages (LogExampleGen, StatisticsGen,
 # Transform, Evaluator): pipeline.runners.beam_args(runner, **values) fills the {fields}
 # and refuses a missing one. DirectRunner: one machine (multi_processing uses
