@@ -96,6 +96,7 @@ def section(report: Optional[dict], out_dir: str, plots_dir: str = "plots") -> s
                      f"rows; pruned fraction chosen: {_fmt(report.get('prune_fraction_chosen'))}.</p>"
                      f"<img src='{plots_dir}/published_ne_loss.png' alt='NE loss against pruned fraction'>")
     for fallback in report.get("prune_fallbacks") or []:
-        parts.append(f"<p>Pruned fraction {_fmt(fallback['fraction'])} refused by verification "
+        how = "in memory" if fallback.get("check") == "in memory" else "as a SavedModel"
+        parts.append(f"<p>Pruned fraction {_fmt(fallback['fraction'])} refused on the eval split {how} "
                      f"({html.escape(fallback['reason'])}); the next smaller one was tried.</p>")
     return "".join(parts)

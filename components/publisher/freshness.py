@@ -2,8 +2,11 @@
 
     choose():  FULL when full_every is 1, there is no publisher state
                (components/publisher/state.py), the state's base is not the newest served
-               version, this is the full_every-th publish since the last full one, or the
-               pruning/quantization config or the Transform output changed; else DELTA.
+               version, this is the full_every-th publish since the last full one, the
+               pruning/quantization config or the Transform output changed, or the trained
+               model does not continue the served one: the base's source model is not in its
+               warm-start lineage (models/training/warm_start.py; a cold-trained model sent
+               as a delta would serve a mix of two unrelated models); else DELTA.
 
 A DELTA publish (`publish_delta`):
 
@@ -29,7 +32,7 @@ A DELTA publish (`publish_delta`):
 """
 import os
 import shutil
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,8 +52,10 @@ def transform_fingerprint(transform_graph_dir: str) -> str:
     return state_lib.file_fingerprint(fn if os.path.isdir(fn) else transform_graph_dir)
 
 
-def choose(serving_base: str, config, transform_fp: str) -> Tuple[str, str, Optional[state_lib.PublisherState]]:
-    """("full" | "delta", why, the state) (module docstring)."""
+def choose(serving_base: str, config, transform_fp: str,
+           lineage: Sequence[str]) -> Tuple[str, str, Optional[state_lib.PublisherState]]:
+    """("full" | "delta", why, the state) (module docstring). `lineage`: the trained model's
+    Model artifact URI and the ones it was warm-started from (warm_start.lineage)."""
     if config.full_every <= 1:
         return "full", "full_every is 1", None
     st = state_lib.load(serving_base)
@@ -66,6 +71,9 @@ def choose(serving_base: str, config, transform_fp: str) -> Tuple[str, str, Opti
         return "full", "the pruning / quantization config changed", None
     if st.fingerprints.get("transform") != transform_fp:
         return "full", "the Transform output (vocabularies) changed", None
+    if st.source_model is None or os.path.normpath(st.source_model) not in [os.path.normpath(p) for p in lineage]:
+        return "full", (f"the trained model does not continue the served version {st.base_version}'s model "
+                        f"({st.source_model}): it was trained cold or from another model"), None
     return "delta", f"publish {st.runs_since_full + 1} of {config.full_every} since the last full version", st
 
 
@@ -89,8 +97,9 @@ def _table_vectors(importance, name: str, plan, rows: int) -> Dict[str, np.ndarr
 
 
 def record_full(serving_base: str, config, importance, plans: dict, version: int, path: str,
-                transform_fp: str, history_entry: dict) -> None:
-    """The state after a full publish of `path` (plans: the ones publish_tables used)."""
+                transform_fp: str, history_entry: dict, source_model: str) -> None:
+    """The state after a full publish of `path` (plans: the ones publish_tables used) from
+    the Model artifact `source_model`."""
     variables = delta_lib.read_checkpoint(path)
     keys = delta_lib.table_keys(variables[delta_lib.OBJECT_GRAPH_KEY])
     opt, touches = {}, {}
@@ -105,7 +114,7 @@ def record_full(serving_base: str, config, importance, plans: dict, version: int
         fingerprints={"config": state_lib.config_fingerprint(config), "transform": transform_fp,
                       "graph": state_lib.graph_fingerprint(path)},
         keys=keys, plans={n: p for n, p in plans.items() if n in keys}, opt_state=opt, touches=touches,
-        history=(old.history if old else []) + [history_entry])
+        history=(old.history if old else []) + [history_entry], source_model=os.path.normpath(source_model))
     state_lib.save(serving_base, st)
 
 
@@ -118,9 +127,10 @@ def _move(src: str, dst: str) -> None:
 
 def publish_delta(serving_base: str, st: state_lib.PublisherState, config, importance,
                   build: Callable[[str, dict], dict], verify: Callable[[str], None],
-                  version: Optional[int] = None, before_rename=None) -> dict:
+                  version: Optional[int] = None, before_rename=None, source_model: Optional[str] = None) -> dict:
     """One delta publish (module docstring); returns the report fields. Raises
-    FallBackToFull (nothing written) or the verification's refusal (nothing published)."""
+    FallBackToFull (nothing written) or the verification's refusal (nothing published).
+    `source_model`: the trained Model artifact, the new version's source in the state."""
     base_dir = os.path.join(serving_base, str(st.base_version))
     scratch = os.path.join(state_lib.state_dir(serving_base), f"scratch-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -150,7 +160,8 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
         try:
             with_dense = sends_dense(config, st.runs_since_full + 1)
             d = delta_lib.compute_delta(base_vars, new_vars, keys, config.delta_row_fraction, priority, current,
-                                        published, config.delta_dense, seed=version, send_dense=with_dense)
+                                        published, config.delta_dense, seed=version, send_dense=with_dense,
+                                        rows_coding=config.delta_rows)
         except delta_lib.DeltaMismatchError as e:
             raise FallBackToFull(str(e)) from None
         delta_tmp, assembled = os.path.join(scratch, "delta"), os.path.join(scratch, "assembled")
@@ -177,6 +188,7 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
               for n, t in manifest["tables"].items()}
     entry = {"version": version, "kind": "delta", "bytes": manifest["total_bytes"], "base_version": st.base_version}
     st.base_version, st.runs_since_full = version, st.runs_since_full + 1
+    st.source_model = os.path.normpath(source_model) if source_model else None
     st.history = st.history + [entry]
     state_lib.save(serving_base, st)
     return {"kind": "delta", "bytes": int(manifest["total_bytes"]), "base_version": manifest["base_version"],

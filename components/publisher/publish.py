@@ -27,6 +27,7 @@ from models import features as F
 from models.publishing import rewrite
 from models.publishing.config import PublishConfig
 from models.publishing.row_importance import read_row_importance
+from models.training import warm_start
 from models.training.export import export_serving_model
 
 
@@ -46,12 +47,11 @@ def build_published_model(trained_model_dir: str, importance, config: PublishCon
     return {"tables": tables, "history_length": length}
 
 
-def run_sweep(trained_model_dir: str, importance, config: PublishConfig, tf_transform_output,
-              serialized: List[bytes]) -> list:
-    """NE loss against pruned fraction per criterion (models/publishing/sweep.py)."""
+def run_sweep(model, importance, config: PublishConfig, tf_transform_output, serialized: List[bytes]) -> list:
+    """NE loss against pruned fraction per criterion (models/publishing/sweep.py) of the
+    trained Keras ranker `model` (rewrite.load_trained_model) on the rows `serialized`."""
     from models.publishing import sweep
 
-    model = rewrite.load_trained_model(trained_model_dir)
     x = sweep.transformed_eval(tf_transform_output, serialized, rewrite.history_length(model), model.input_names)
     y = verification.labels(serialized)
     wanted = list(config.sweep_criteria) + ([config.criterion] if config.prune_auto else [])
@@ -60,11 +60,28 @@ def run_sweep(trained_model_dir: str, importance, config: PublishConfig, tf_tran
                              config.sweep_fractions, criteria)
 
 
+def eval_check(model, importance, config: PublishConfig, tf_transform_output, serialized: List[bytes],
+               fractions: List[float]) -> list:
+    """The candidates' in-memory rewrites scored on the eval split (the verification rows),
+    in order, up to the first that passes the gates: sweep rows for config.criterion. A
+    candidate refused here would be refused as a SavedModel too (same rewrite, same rows),
+    so the Publisher builds no SavedModel for it (each build + load + verify costs ~45 s)."""
+    from models.publishing import sweep
+
+    x = sweep.transformed_eval(tf_transform_output, serialized, rewrite.history_length(model), model.input_names)
+    y = verification.labels(serialized)
+    return sweep.prune_sweep(
+        model, importance, config, x, y[F.LABEL_CLICK], y[F.LABEL_WATCH], fractions, [config.criterion],
+        stop=lambda row: not verification.gate_failures(row, config.max_ne_loss, config.max_auc_drop,
+                                                        config.max_xauc_drop))
+
+
 def candidate_fractions(config: PublishConfig, sweep_rows: list) -> List[Optional[float]]:
     """prune_auto's candidates, best first: the swept fractions ≤ config.prune_fraction
     whose in-memory check passes the gates for config.criterion and config.allocation,
-    largest first, then None (no pruning: int8 only). The Publisher verifies the first
-    as a SavedModel and falls back to the next when its verification refuses it."""
+    largest first, then None (no pruning: int8 only). The Publisher checks them in memory
+    on the eval split (eval_check), verifies the first that passes as a SavedModel and
+    falls back to the next when its verification refuses it."""
     ok = {r["fraction"] for r in sweep_rows
           if r["criterion"] == config.criterion and r.get("allocation", config.allocation) == config.allocation
           and 0 < r["fraction"] <= config.prune_fraction
@@ -121,11 +138,12 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
             raise PublishRefused("; ".join(failures))
 
     transform_fp = freshness.transform_fingerprint(transform_graph_dir)
-    kind, why, state = freshness.choose(serving_base, config, transform_fp)
+    kind, why, state = freshness.choose(serving_base, config, transform_fp, warm_start.lineage(model_artifact_dir))
     if kind == "delta":
         try:
             report.update(freshness.publish_delta(
                 serving_base, state, config, importance, version=version, before_rename=before_rename, verify=verify,
+                source_model=model_artifact_dir,
                 build=lambda out, plans: build_published_model(trained_model_dir, importance, config,
                                                                tf_transform_output, out, plans=plans,
                                                                fixed_plans=True)))
@@ -143,13 +161,26 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
     original_config, plans = config, {}
     candidates = [config]  # prune_auto: one config per candidate fraction, tried in order
 
+    report["prune_fallbacks"] = []
     if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
         tune = (verification.read_examples(tune_files, config.sweep_max_examples or None) if tune_files
                 else serialized[:config.sweep_max_examples or None])
         report["sweep_split"] = "tune split" if tune_files else "eval split"
-        report["sweep"] = run_sweep(trained_model_dir, importance, config, tf_transform_output, tune)
+        model = rewrite.load_trained_model(trained_model_dir)  # once, for the sweep and the eval check
+        report["sweep"] = run_sweep(model, importance, config, tf_transform_output, tune)
         if config.prune_auto and config.prunes and config.prune_fraction:
             candidates = [config.replace(prune_fraction=f) for f in candidate_fractions(config, report["sweep"])]
+            pruned = [c.prune_fraction for c in candidates if c.prune_fraction]
+            if pruned:  # skip the candidates the verification rows refuse in memory (eval_check)
+                report["eval_check"] = eval_check(model, importance, config, tf_transform_output, serialized, pruned)
+                for row in report["eval_check"]:
+                    failures = verification.gate_failures(row, config.max_ne_loss, config.max_auc_drop,
+                                                          config.max_xauc_drop)
+                    if failures:
+                        report["prune_fallbacks"].append({"fraction": row["fraction"], "check": "in memory",
+                                                          "reason": "; ".join(failures)})
+                candidates = candidates[len(report["prune_fallbacks"]):]
+        del model
 
     def assemble(temp_dir: str) -> None:
         plans.clear()
@@ -164,8 +195,8 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
             config.warmup_rows_per_request)
 
     # A refused candidate falls back to the next (a smaller fraction, finally int8 only):
-    # the in-memory sweep ran on the tune split, the SavedModel is verified on the eval split.
-    report["prune_fallbacks"] = []
+    # the in-memory sweep ran on the tune split, the SavedModel is verified on the eval split
+    # (eval_check already skipped the candidates whose in-memory rewrite fails there).
     for i, config in enumerate(candidates):
         if original_config.prune_auto and original_config.prunes:
             report["prune_fraction_chosen"] = config.prune_fraction or 0.0
@@ -174,12 +205,14 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
                                                 version=version, before_rename=before_rename)
         except PublishRefused as e:
             if i + 1 < len(candidates):
-                report["prune_fallbacks"].append({"fraction": config.prune_fraction or 0.0, "reason": str(e)})
+                report["prune_fallbacks"].append({"fraction": config.prune_fraction or 0.0, "check": "SavedModel",
+                                                  "reason": str(e)})
                 continue
             report.update(decision="refused", reason=str(e), version=None, path=None)
             break
-        reason = "every gate passed" + (f" (after {i} refused larger prune fraction(s): prune_fallbacks)"
-                                        if i else "")
+        refused = len(report["prune_fallbacks"])
+        reason = "every gate passed" + (f" (after {refused} refused larger prune fraction(s): prune_fallbacks)"
+                                        if refused else "")
         report.update(decision="published", reason=reason, version=result["version"],
                       path=result["path"], removed_versions=result["removed_versions"],
                       stale_temps_removed=result["stale_temps_removed"], bytes=freshness.tree_bytes(result["path"]))
@@ -187,7 +220,8 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
         if original_config.full_every > 1:
             freshness.record_full(serving_base, original_config, importance, plans, result["version"],
                                   result["path"], transform_fp,
-                                  {"version": result["version"], "kind": "full", "bytes": report["bytes"]})
+                                  {"version": result["version"], "kind": "full", "bytes": report["bytes"]},
+                                  source_model=model_artifact_dir)
         break
     report["served_versions"] = versioning.list_versions(serving_base)
     report["seconds"] = round(time.time() - started, 1)

@@ -11,6 +11,8 @@ base holds only numeric versions and `deltas/`). Written only when full_every > 
                                     constants, the graph the assembled versions reuse),
                                     graph (op counts + signatures of the published graph)
                  keys               {table: {values|scale_bias|remap: checkpoint key}}
+                 source_model       the Model artifact URI base_version was published from
+                                    (a delta only for a model that continues it: freshness.py)
                  history            the last runs: version, kind, bytes
     state.npz    <table>/kept, remap, zero_row, centroid_rows  the pruning plan of the
                                     last full version (deltas keep it)
@@ -53,6 +55,7 @@ class PublisherState:
     opt_state: Dict[str, np.ndarray]
     touches: Dict[str, np.ndarray]
     history: List[dict] = dataclasses.field(default_factory=list)
+    source_model: Optional[str] = None
 
 
 def save(serving_base: str, state: PublisherState) -> str:
@@ -69,6 +72,7 @@ def save(serving_base: str, state: PublisherState) -> str:
     write_file_atomic(os.path.join(d, NPZ_NAME), buf.getvalue())
     meta = {"base_version": int(state.base_version), "runs_since_full": int(state.runs_since_full),
             "fingerprints": state.fingerprints, "keys": state.keys, "history": state.history[-HISTORY:],
+            "source_model": state.source_model,
             "npz_sha256": hashlib.sha256(buf.getvalue()).hexdigest()}
     write_file_atomic(os.path.join(d, JSON_NAME), json.dumps(meta, indent=1).encode())
     return d
@@ -100,7 +104,7 @@ def load(serving_base: str) -> Optional[PublisherState]:
         elif what == "touches":
             touches[table] = value
     return PublisherState(int(meta["base_version"]), int(meta["runs_since_full"]), meta["fingerprints"],
-                          meta["keys"], plans, opt_state, touches, meta.get("history", []))
+                          meta["keys"], plans, opt_state, touches, meta.get("history", []), meta.get("source_model"))
 
 
 def compact(values, plan: Optional[pruning.PrunePlan]) -> np.ndarray:

@@ -10,7 +10,7 @@ Keras ranker (then restored), and both score the same transformed rows:
 In memory (no SavedModel round trip), so the Publisher's report and the benchmark can
 draw the curve cheaply; the published version itself is verified from its SavedModel.
 """
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -48,9 +48,11 @@ def predict(model, x: dict, outputs=("click_prob", "watch_time_s")) -> Dict[str,
 
 
 def prune_sweep(model, importance, config: PublishConfig, x: dict, click: np.ndarray, watch: np.ndarray,
-                fractions: Sequence[float], criteria: Sequence[str], allocations: Sequence[str] = ()) -> List[dict]:
+                fractions: Sequence[float], criteria: Sequence[str], allocations: Sequence[str] = (),
+                stop: Optional[Callable[[dict], bool]] = None) -> List[dict]:
     """One row per (allocation, criterion, fraction): NE loss, AUC / XAUC drop, embedding
-    bytes (allocations default to the config's)."""
+    bytes (allocations default to the config's); with `stop`, the rows up to the first one
+    for which stop(row) is true (the Publisher's eval-split check of its candidates)."""
     base = predict(model, x)
     ne0, auc0 = metrics.ne(click, base["click_prob"]), metrics.auc(click, base["click_prob"])
     xauc0 = metrics.xauc(watch, base["watch_time_s"])
@@ -72,4 +74,6 @@ def prune_sweep(model, importance, config: PublishConfig, x: dict, click: np.nda
                      "xauc_drop": xauc0 - metrics.xauc(watch, pred["watch_time_s"]),
                      "max_abs_delta_click_prob": float(np.abs(pred["click_prob"] - base["click_prob"]).max()),
                      **rewrite.tables_summary(tables)})
+        if stop is not None and stop(rows[-1]):
+            break
     return rows

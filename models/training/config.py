@@ -32,8 +32,10 @@ class TrainerConfig:
     loss_weight_*: weight of each head's loss in the multi-task sum.
     strategy: tf.distribute strategy name (`models.training.strategies`).
     steps_per_execution, jit_compile: Keras compile knobs (`models.heads.compile_ranker`);
-    input_in_memory: `models.training.input.input_fn(in_memory=True)`. They default to the
-    behaviour before #15 so older custom_configs still load.
+    input_in_memory: `models.training.input.input_fn(in_memory=True)`;
+    input_memory_budget_mb: the largest split (MiB of transformed arrays) read into memory,
+    larger ones stream (`input_fn(memory_budget_bytes=...)`; None: no limit). They default
+    to the behaviour before #15 so older custom_configs still load.
     """
 
     model_type: str
@@ -69,6 +71,7 @@ class TrainerConfig:
     steps_per_execution: int = 1
     jit_compile: bool = False
     input_in_memory: bool = False
+    input_memory_budget_mb: Optional[float] = None
     # DETERMINISTIC=1 (#34; models/training/determinism.py): deterministic ops, fixed thread
     # pools: the same seed and data give bit-identical weights, at a speed cost
     deterministic: bool = False
@@ -91,6 +94,9 @@ class TrainerConfig:
         if self.warm_start_learning_rate is not None and not self.warm_start_learning_rate > 0:
             raise ValueError(f"TrainerConfig.warm_start_learning_rate must be > 0 or None, "
                              f"got {self.warm_start_learning_rate!r}")
+        if self.input_memory_budget_mb is not None and not self.input_memory_budget_mb > 0:
+            raise ValueError(f"TrainerConfig.input_memory_budget_mb must be > 0 or None, "
+                             f"got {self.input_memory_budget_mb!r}")
         for name in ("jit_compile", "input_in_memory", "deterministic"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TrainerConfig.{name} must be a bool, got {getattr(self, name)!r}")

@@ -3,6 +3,8 @@
 LogExampleGen writes each user's rows together and the file order drifts, so the
 shuffle buffer must cover the train split (TrainerConfig.shuffle_buffer_size).
 """
+import logging
+
 import tensorflow as tf
 
 from models import features as F
@@ -17,8 +19,13 @@ def label_keys_for(model) -> dict:
     return {o: heads_lib.OUTPUT_LABELS[o] for o in model.output_names if o in heads_lib.OUTPUT_LABELS}
 
 
+class SplitTooLarge(Exception):
+    """materialize stopped: the split's arrays exceed the memory budget."""
+
+
 def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuffle, num_epochs=1,
-             label_keys=None, shuffle_buffer_size=None, raw=False, in_memory=False, seed=0, canonical=False):
+             label_keys=None, shuffle_buffer_size=None, raw=False, in_memory=False, seed=0, canonical=False,
+             memory_budget_bytes=None):
     """Transformed examples -> (features, {output name: label}) batches.
 
     ``in_memory=True`` (TrainerConfig ``input_in_memory``): the split is read, parsed and
@@ -29,6 +36,11 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
     the rows by content first (`canonical_order`): LogExampleGen's Beam sink assigns rows to
     shards and orders them differently in every run, so the same rows arrive in another order
     and the seeded shuffle would give other batches.
+
+    ``memory_budget_bytes`` (TrainerConfig ``input_memory_budget_mb``): a split whose
+    transformed arrays exceed it is not held in memory (memory would grow with the log,
+    ~6 KB a row) but streamed as below, through the shuffle buffer; reading stops at the
+    first batch past the budget, so the abandoned read costs at most the budget's rows.
 
     ``raw=True``: the files are raw examples (LogExampleGen's); they are parsed with the
     transform graph's raw schema and transformed here by its TFT layer (TrainerConfig
@@ -45,10 +57,15 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
     if in_memory:
         once = input_fn(file_pattern, data_accessor, tf_transform_output, MATERIALIZE_BATCH, False,
                         label_keys=label_keys, raw=raw)
-        features, labels = materialize(once)
-        if canonical:
-            features, labels = canonical_order(features, labels)
-        return in_memory_dataset(features, labels, batch_size, shuffle, seed=seed, num_epochs=num_epochs)
+        try:
+            features, labels = materialize(once, max_bytes=memory_budget_bytes)
+        except SplitTooLarge as e:
+            logging.warning("input_fn: %s: streaming the split through a shuffle buffer of %s rows instead",
+                            e, shuffle_buffer_size)
+        else:
+            if canonical:
+                features, labels = canonical_order(features, labels)
+            return in_memory_dataset(features, labels, batch_size, shuffle, seed=seed, num_epochs=num_epochs)
     if shuffle and not shuffle_buffer_size:
         raise ValueError("input_fn: shuffling needs shuffle_buffer_size (TrainerConfig.shuffle_buffer_size)")
 
@@ -67,11 +84,18 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
 MATERIALIZE_BATCH = 4096  # rows per parse/transform call when reading a split into memory
 
 
-def materialize(dataset):
-    """A finite (features, labels) dataset of dense batches -> ({key: np.ndarray}, {key: np.ndarray})."""
+def materialize(dataset, max_bytes=None):
+    """A finite (features, labels) dataset of dense batches -> ({key: np.ndarray}, {key: np.ndarray});
+    raises SplitTooLarge as soon as the batches read hold more than `max_bytes` (None: no limit)."""
     import numpy as np
 
-    parts = list(dataset.as_numpy_iterator())
+    parts, held = [], 0
+    for part in dataset.as_numpy_iterator():
+        parts.append(part)
+        held += sum(np.asarray(v).nbytes for side in part for v in side.values())
+        if max_bytes is not None and held > max_bytes:
+            raise SplitTooLarge(f"more than {max_bytes / 2**20:.0f} MiB of transformed arrays after "
+                                f"{sum(len(next(iter(p[1].values()))) for p in parts)} rows")
     if not parts:
         raise ValueError("materialize: the dataset is empty")
     join = lambda i: {k: np.concatenate([p[i][k] for p in parts]) for k in parts[0][i]}  # noqa: E731

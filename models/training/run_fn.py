@@ -94,13 +94,16 @@ def run_fn(fn_args):
     label_keys = label_keys_for(model)
     batch_size, epochs = config.batch_size, config.epochs
     raw = config.input_examples == "raw"
+    # a split larger than this streams instead of being held in memory (input_fn)
+    budget = config.input_memory_budget_mb * 2**20 if config.input_memory_budget_mb else None
 
     def train_dataset(input_context=None):
         ds = input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output,
                       input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size,
                       True, num_epochs=None if input_context else 1, label_keys=label_keys,
                       shuffle_buffer_size=config.shuffle_buffer_size, raw=raw,
-                      in_memory=config.input_in_memory, seed=config.seed, canonical=config.deterministic)
+                      in_memory=config.input_in_memory, seed=config.seed, canonical=config.deterministic,
+                      memory_budget_bytes=budget)
         if config.shuffle_labels_seed is not None:
             ds = shuffle_labels(ds, config.shuffle_labels_seed)
         if input_context:
@@ -122,7 +125,7 @@ def run_fn(fn_args):
         # eval days the Evaluator scores (pipeline.py EvalArgs)
         validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
                               label_keys=label_keys, raw=raw, in_memory=config.input_in_memory,
-                              canonical=config.deterministic)
+                              canonical=config.deterministic, memory_budget_bytes=budget)
         if fn_args.eval_steps:
             validation = validation.take(fn_args.eval_steps)
 
@@ -162,9 +165,12 @@ def run_fn(fn_args):
     else:  # per-row optimizer state, touches and L2 norm beside the SavedModel, for the Publisher (#10)
         row_importance.write_row_importance(model, input_fn(
             fn_args.train_files, fn_args.data_accessor, tf_transform_output, 1024, False, label_keys=label_keys,
-            raw=raw, in_memory=config.deterministic, canonical=config.deterministic),  # float sums in one order
+            raw=raw, in_memory=config.deterministic, canonical=config.deterministic,  # float sums in one order
+            memory_budget_bytes=budget),
             os.path.dirname(fn_args.serving_model_dir))
         warm_start.save(model, vocabularies, os.path.dirname(fn_args.serving_model_dir))  # the next run's start
+        warm_start.record_origin(os.path.dirname(fn_args.serving_model_dir),  # which model it continues
+                                 warm_start.model_uri_of(warm["base_model"]) if warm and "restored" in warm else None)
 
 
 def _warm_start(model, strategy, fn_args, config: TrainerConfig, vocabularies, train_dataset):

@@ -23,6 +23,12 @@ The optimizer's slots get the same mapping (the optimizer is built first), and i
 count is restored, so Adam's bias correction continues. Between full runs the vocabularies
 do not change (the pipeline reuses the latest transform graph), every row maps to itself
 and deltas stay addressable; new ids then fall into the OOV buckets until the next full run.
+
+Lineage (#35): ``warm_start/origin.json`` = {"warm_started_from": the Model artifact URI this
+model's weights continued from, or null when it trained cold (no base model, or the restore
+was skipped)}. ``lineage(uri)`` follows it: [uri, its origin, the origin's origin, ...]. The
+Publisher sends a delta only when the served version's model is in the trained model's
+lineage (components/publisher/freshness.py); a cold model is unrelated to what serves.
 """
 import io
 import json
@@ -36,6 +42,8 @@ from models import features as F
 from models.publishing.row_importance import embedding_tables, feature_layer, table_feature
 
 DIR_NAME = "warm_start"
+ORIGIN_FILE = "origin.json"
+MAX_LINEAGE = 1000  # hops followed by lineage(): far more runs than any serving history keeps
 SLOT_LISTS = ("_momentums", "_velocities", "_velocity_hats", "_accumulators")
 
 
@@ -90,12 +98,42 @@ def save(model, vocabularies: Dict[str, List[bytes]], model_artifact_dir: str) -
     return out
 
 
+def model_uri_of(base_model: Optional[str]) -> Optional[str]:
+    """The Model artifact URI of a Trainer ``base_model`` (``<model uri>/Format-Serving``)."""
+    return os.path.dirname(os.path.normpath(base_model)) if base_model else None
+
+
+def record_origin(model_artifact_dir: str, warm_started_from: Optional[str]) -> None:
+    """Writes ``<model_artifact_dir>/warm_start/origin.json`` (module doc, Lineage)."""
+    out = os.path.join(model_artifact_dir, DIR_NAME)
+    tf.io.gfile.makedirs(out)
+    with tf.io.gfile.GFile(os.path.join(out, ORIGIN_FILE), "w") as f:
+        json.dump({"warm_started_from": warm_started_from}, f)
+
+
+def lineage(model_artifact_dir: str) -> List[str]:
+    """[the model, the model it was warm-started from, that one's, ...] as normalized URIs,
+    up to the first model without an origin record (trained cold, or before records existed)."""
+    chain = [os.path.normpath(model_artifact_dir)]
+    while len(chain) < MAX_LINEAGE:
+        path = os.path.join(chain[-1], DIR_NAME, ORIGIN_FILE)
+        try:
+            with tf.io.gfile.GFile(path) as f:
+                parent = json.load(f).get("warm_started_from")
+        except (tf.errors.NotFoundError, ValueError, AttributeError):
+            break
+        if not parent or os.path.normpath(parent) in chain:
+            break
+        chain.append(os.path.normpath(parent))
+    return chain
+
+
 def warm_dir_of(base_model: Optional[str]) -> Optional[str]:
     """The warm-start directory of a Trainer ``base_model`` (``<model uri>/Format-Serving``), or
     None when there is no base model or it was trained before warm starts were saved."""
     if not base_model:
         return None
-    d = os.path.join(os.path.dirname(os.path.normpath(base_model)), DIR_NAME)
+    d = os.path.join(model_uri_of(base_model), DIR_NAME)
     return d if tf.io.gfile.exists(os.path.join(d, "state.json")) else None
 
 

@@ -164,6 +164,11 @@ RANKER_PARAMS["din"]["dual_attention"] = DIN_DUAL_ATTENTION == "1"
 # shuffled row index (models/training/input.py in_memory_dataset): an exact per-epoch
 # permutation instead of SHUFFLE_BUFFER_SIZE per-example shuffling.
 INPUT_IN_MEMORY = True
+# ... up to this many MiB of transformed arrays per split (~1.9 KB a row: the real logs' train
+# split, 115k rows, is ~0.2 GB); a larger split streams through SHUFFLE_BUFFER_SIZE instead, so
+# the Trainer's memory stops growing with the log (#33; README "Scale"). Held in memory a split
+# costs ~3x its arrays at peak (batches, their concatenation, the tensors): 5.9 GB at 1M rows.
+INPUT_MEMORY_BUDGET_MB = float(os.environ.get("INPUT_MEMORY_BUDGET_MB", 512))
 # The Trainer reads LogExampleGen's raw examples and applies the transform graph while it
 # reads each split; Transform materializes nothing (pipeline/pipeline.py module doc, #33).
 INPUT_EXAMPLES = "raw"
@@ -215,6 +220,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         ps_min_shard_bytes=PS_MIN_SHARD_BYTES,
         ps_max_shards=PS_MAX_SHARDS, warm_start_learning_rate=WARM_START_LEARNING_RATE,
         steps_per_execution=STEPS_PER_EXECUTION, jit_compile=JIT_COMPILE, input_in_memory=INPUT_IN_MEMORY,
+        input_memory_budget_mb=INPUT_MEMORY_BUDGET_MB,
         input_examples=INPUT_EXAMPLES, deterministic=DETERMINISTIC,
     )
     return config.replace(**changes) if changes else config

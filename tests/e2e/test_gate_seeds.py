@@ -11,12 +11,11 @@ tests/pipeline/test_gate_noise.py).
 
 DETERMINISTIC training: the two models, hence the outcome, are the same on every run.
 
-Not asserted, a known fault (session 19): the blessed second candidate is not published.
-The Publisher's freshness schedule (PUBLISH_FULL_EVERY = 36) sends it as a delta on top of
-the first version, 5 % of its rows and its dense weights, but it was trained cold with
-another seed, not warm-started from the served model, so the assembled model is neither:
-verification refused it (NE loss +4.96 %, AUC drop 0.023) and the first version keeps
-serving. A delta should only follow a model warm-started from the served version.
+The blessed second candidate is published as a FULL version: it was trained cold with
+another seed, so it does not continue the served model, and a delta (5 % of its rows and
+its dense weights on top of the first version) would serve a mix of two unrelated models
+(session 19 found exactly that: verification refused it, NE loss +4.96 %). The Publisher
+checks the Trainer's warm-start lineage (components/publisher/freshness.py).
 
 Opt-in (``RUN_GATE_SEEDS=1``, ``make test-gates``): two default pipeline runs cost ~10 min
 on 2 cores, half of `make test`'s budget, for what tests/pipeline/test_gate_noise.py checks
@@ -40,6 +39,7 @@ def test_a_candidate_trained_with_another_seed_is_blessed_against_the_first(tmp_
     from components.model_report import inputs
     from data.simulator import simulate
     from pipeline import configs
+    from pipeline.artifacts import PipelineStore
     from pipeline.runners import build_local
 
     logs, out = str(tmp_path / "logs"), str(tmp_path / "out")
@@ -58,6 +58,12 @@ def test_a_candidate_trained_with_another_seed_is_blessed_against_the_first(tmp_
         tfx.orchestration.LocalDagRunner().run(
             build_local(logs, out, enable_cache=True, trainer_config=trainer, publish_config=publish))
         assert e2e_utils.blessed(out), f"seed {seed}: not blessed"
+
+        if seed == 1:  # a cold-trained model is not a delta of the served one: a full version
+            report = PipelineStore.for_output_dir(out).publish_report()
+            assert report["decision"] == "published" and report["kind"] == "full", report
+            assert "does not continue the served version" in report["kind_reason"], report["kind_reason"]
+            assert len(e2e_utils.pushed_versions(out)) == 2
 
     assert len(glob.glob(os.path.join(root, "Transform", "transform_graph", "*"))) == 1  # cached
     assert len(glob.glob(os.path.join(root, "Trainer", "model", "*"))) == 2

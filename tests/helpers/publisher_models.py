@@ -3,9 +3,10 @@
 `trained_rankers(small_transform_output, tmp_path_factory)` fits a baseline ranker on
 the 40 shared raw rows (Adam, learning rate 0.03, batch 20): 3 epochs -> artifact "A",
 2 more -> artifact "B" (the continued training of a delta publish; after 5 epochs it
-fits the rows closely, so pruning nearly every row must hurt). Each artifact is laid
+fits the rows closely, so pruning nearly every row must hurt), 2 more -> "C". Each artifact is laid
 out like the Trainer's Model artifact: `Format-Serving/` (export_serving_model) and
-`row_importance/` (run_fn's). The raw rows are written once as a GZIP eval file.
+`row_importance/` (run_fn's) and `warm_start/origin.json` (A is cold, B continues A, C
+continues B). The raw rows are written once as a GZIP eval file.
 
 test_publish.py and test_publish_delta.py both use it; the result is memoised, so the
 suite fits and exports once (each test module publishes into its own serving base).
@@ -18,13 +19,14 @@ _CACHE = {}
 
 
 def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
-    """{"artifacts": {"A": dir, "B": dir}, "tft_dir", "eval": [file], "root"} (module docstring)."""
+    """{"artifacts": {"A": dir, "B": dir, "C": dir}, "tft_dir", "eval": [file], "root"} (module docstring)."""
     if "result" in _CACHE:
         return _CACHE["result"]
     import tensorflow as tf
 
     from models.publishing import row_importance
     from models.rankers.registry import build_ranker
+    from models.training import warm_start
     from models.training.export import export_serving_model
     from models.training.input import vocab_sizes
     from tests.conftest import SMALL_L
@@ -39,11 +41,12 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
     y = {"click_prob": np.array([r["is_click"] for r in rows], np.float32),
          "watch_time_s": np.array([r["watch_time_s"] for r in rows], np.float32)}
     artifacts = {}
-    for name, epochs in (("A", 3), ("B", 2)):
+    for name, epochs, origin in (("A", 3, None), ("B", 2, "A"), ("C", 2, "B")):
         model.fit(x, y, batch_size=20, epochs=epochs, verbose=0)
         artifact = str(root / name)
         export_serving_model(model, tft_output, SMALL_L, os.path.join(artifact, "Format-Serving"))
         row_importance.write_row_importance(model, [(x, y)], artifact)
+        warm_start.record_origin(artifact, artifacts.get(origin))  # which training it continues
         artifacts[name] = artifact
     eval_file = str(root / "eval.gz")
     with tf.io.TFRecordWriter(eval_file, options="GZIP") as w:

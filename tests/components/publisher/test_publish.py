@@ -114,16 +114,27 @@ def test_exact_then_int8_published_then_refused(trained):
     json.dumps(refused, default=float)  # the report is JSON
 
 
-def test_refused_auto_fraction_falls_back_to_a_smaller_one(trained, monkeypatch):
-    """prune_auto picks its fraction in memory on the tune split; when the SavedModel's
-    verification on the eval split refuses it, the next candidate (finally no pruning)
-    is assembled and verified before the publish is refused."""
+@pytest.mark.parametrize("check", ["in memory", "SavedModel"])
+def test_refused_auto_fraction_falls_back_to_a_smaller_one(trained, monkeypatch, check):
+    """prune_auto picks its fraction in memory on the tune split; when the same in-memory
+    check on the eval split refuses it (eval_check), no SavedModel is built for it; when it
+    passes there but the SavedModel's verification refuses it (here: eval_check disabled),
+    the next candidate (finally no pruning) is assembled and verified before the publish
+    is refused."""
     monkeypatch.setattr(publish_lib, "candidate_fractions", lambda config, rows: [0.99, None])
+    if check == "SavedModel":
+        monkeypatch.setattr(publish_lib, "eval_check", lambda *args: [])
+    built = []
+    build = publish_lib.build_published_model
+    monkeypatch.setattr(publish_lib, "build_published_model", lambda *a, **k: built.append(a[2]) or build(*a, **k))
     before = publish_lib.versioning.list_versions(trained["base"])
     pub = _publish(trained, prune_fraction=0.99, criterion="opt_state", quantize=False, prune_auto=True,
-                   sweep_fractions=[0.0], sweep_criteria=["l2_norm"], max_ne_loss=0.0005, max_auc_drop=0.001)
+                   sweep_fractions=[0.0], sweep_criteria=["l2_norm"], max_ne_loss=0.0005, max_auc_drop=0.001,
+                   full_every=1)  # full versions: the same model twice would be a delta
     assert pub["decision"] == "published", pub["reason"]
-    assert [f["fraction"] for f in pub["prune_fallbacks"]] == [0.99]
+    assert [(f["fraction"], f["check"]) for f in pub["prune_fallbacks"]] == [(0.99, check)]
+    assert [c.prune_fraction for c in built] == ([0.99, None] if check == "SavedModel" else [None])
+    assert bool(pub.get("eval_check")) == (check == "in memory")
     assert "NE loss" in pub["prune_fallbacks"][0]["reason"] or "AUC" in pub["prune_fallbacks"][0]["reason"]
     assert pub["prune_fraction_chosen"] == 0.0 and pub["deltas"]["ne_loss"] == 0
     assert "after 1 refused" in pub["reason"]

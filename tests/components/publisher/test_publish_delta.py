@@ -12,38 +12,51 @@ from components.publisher import publish as publish_lib
 from components.publisher import state as state_lib
 from models.publishing import delta as delta_lib
 from models.publishing import pruning
+from models.training import warm_start
 from pipeline import configs
 from tests.helpers.publisher_models import trained_rankers
 
 
-def _state(base_version=5, runs=0, config=None, transform="t0"):
+def _state(base_version=5, runs=0, config=None, transform="t0", source="/models/m5"):
     plan = pruning.build_remap(np.array([0, 2, 3]), 4, "oov", oov_rows=[3])
     return state_lib.PublisherState(
         base_version=base_version, runs_since_full=runs,
         fingerprints={"config": state_lib.config_fingerprint(config or configs.publish_config()),
                       "transform": transform, "graph": "g"},
         keys={"emb_x": {"values": "k0", "remap": "k1"}}, plans={"emb_x": plan},
-        opt_state={"emb_x": np.zeros(3)}, touches={"emb_x": np.zeros(3)})
+        opt_state={"emb_x": np.zeros(3)}, touches={"emb_x": np.zeros(3)}, source_model=source)
 
 
 def test_choose_full_first_every_k_and_on_changes_else_delta(tmp_path):
     base = str(tmp_path / "serving" / "ranker")
     os.makedirs(os.path.join(base, "5"))
     config = configs.publish_config(full_every=3)
-    assert freshness.choose(base, config, "t0")[:2] == ("full", "no publisher state (first publish)")
+    warm = ["/models/m7", "/models/m6/", "/models/m5"]  # the trained model continues m5 (served) via m6
+
+    def choose(config=config, transform="t0", lineage=warm):
+        return freshness.choose(base, config, transform, lineage)
+
+    assert choose()[:2] == ("full", "no publisher state (first publish)")
     state_lib.save(base, _state())
     assert not [n for n in os.listdir(base) if not n.isdigit()]  # the state lives beside the base
-    kind, why, st = freshness.choose(base, config, "t0")
+    kind, why, st = choose()
     assert kind == "delta" and st.base_version == 5 and np.array_equal(st.plans["emb_x"].kept, [0, 2, 3]), why
-    assert freshness.choose(base, config.replace(full_every=1), "t0")[0] == "full"
-    assert "vocabularies" in freshness.choose(base, config, "t1")[1]
-    assert "config changed" in freshness.choose(base, config.replace(prune_fraction=0.25), "t0")[1]
-    assert freshness.choose(base, config.replace(delta_row_fraction=0.5), "t0")[0] == "delta"
+    assert st.source_model == "/models/m5"
+    assert choose(config.replace(full_every=1))[0] == "full"
+    assert "vocabularies" in choose(transform="t1")[1]
+    assert "config changed" in choose(config.replace(prune_fraction=0.25))[1]
+    assert choose(config.replace(delta_row_fraction=0.5))[0] == "delta"
+    # a cold-trained model (its lineage is itself) or one from another line is not a delta of m5
+    kind, why, _ = choose(lineage=["/models/m8"])
+    assert kind == "full" and "does not continue the served version 5's model (/models/m5)" in why
+    assert choose(lineage=["/models/m8", "/models/m6"])[0] == "full"
+    state_lib.save(base, _state(source=None))  # a state written before sources were recorded
+    assert "does not continue" in choose()[1]
     state_lib.save(base, _state(runs=2))
-    assert "every 3 publishes" in freshness.choose(base, config, "t0")[1]
+    assert "every 3 publishes" in choose()[1]
     state_lib.save(base, _state(runs=1))
     os.makedirs(os.path.join(base, "6"))  # someone else published: resync with a full version
-    assert "not the state's base" in freshness.choose(base, config, "t0")[1]
+    assert "not the state's base" in choose()[1]
     with open(os.path.join(state_lib.state_dir(base), state_lib.NPZ_NAME), "ab") as f:
         f.write(b"x")  # a corrupt state reads as none
     assert state_lib.load(base) is None
@@ -51,10 +64,10 @@ def test_choose_full_first_every_k_and_on_changes_else_delta(tmp_path):
 
 @pytest.fixture(scope="module")
 def two_trainings(small_transform_output, tmp_path_factory):
-    """A baseline ranker after 3 epochs (artifact A) and after 2 more (B), same vocabularies
+    """A baseline ranker after 3 epochs (artifact A), after 2 more (B) and 2 more (C), same vocabularies
     (tests/helpers/publisher_models.py, shared with test_publish.py); its own serving base."""
     shared = trained_rankers(small_transform_output, tmp_path_factory)
-    return {"artifacts": [shared["artifacts"]["A"], shared["artifacts"]["B"]], "tft_dir": shared["tft_dir"],
+    return {"artifacts": [shared["artifacts"][k] for k in "ABC"], "tft_dir": shared["tft_dir"],
             "eval": shared["eval"], "base": str(tmp_path_factory.mktemp("publish_delta") / "serving" / "ranker")}
 
 
@@ -75,6 +88,10 @@ def test_full_then_delta_publish_assembles_a_verified_version(two_trainings):
     delta = run(t["artifacts"][1], 101)
     assert delta["decision"] == "published" and delta["kind"] == "delta", (delta.get("kind_reason"), delta["reason"])
     assert delta["base_version"] == 100 and delta["served_versions"] == [100, 101]
+    assert state_lib.load(t["base"]).source_model == os.path.normpath(t["artifacts"][1])
+    fp = freshness.transform_fingerprint(t["tft_dir"])  # A again: it does not continue B, which serves
+    assert freshness.choose(t["base"], config, fp, warm_start.lineage(t["artifacts"][0]))[0] == "full"
+    assert freshness.choose(t["base"], config, fp, warm_start.lineage(t["artifacts"][1]))[0] == "delta"
     assert sorted(os.listdir(t["base"])) == ["100", "101", "deltas"]
     manifest = delta_lib.read_manifest(os.path.join(t["base"], "deltas", "101"))
     assert manifest["total_bytes"] == delta["bytes"] < full["bytes"]
@@ -143,7 +160,7 @@ def test_coded_dense_on_schedule_is_coded_against_the_served_version(two_trainin
     assert st is not None and st.runs_since_full == 1, "runs after test_full_then_delta_publish_..."
     n = st.base_version
     reports = []
-    for version, artifact in ((n + 1, t["artifacts"][0]), (n + 2, t["artifacts"][1])):
+    for version, artifact in ((n + 1, t["artifacts"][2]), (n + 2, t["artifacts"][2])):  # C continues B (served)
         reports.append(publish_lib.publish(os.path.join(artifact, "Format-Serving"), artifact, t["tft_dir"],
                                            t["eval"], t["base"], "ranker", config, version=version))
         assert reports[-1]["decision"] == "published" and reports[-1]["kind"] == "delta", reports[-1]["reason"]
@@ -151,7 +168,7 @@ def test_coded_dense_on_schedule_is_coded_against_the_served_version(two_trainin
     served = {v: delta_lib.read_checkpoint(os.path.join(t["base"], str(v))) for v in (n, n + 1, n + 2)}
     manifest, _, dense = delta_lib.read_delta(os.path.join(t["base"], "deltas", str(n + 1)))
     assert dense and all(isinstance(c, dense_delta.Coded) and c.coding == "int8_delta" for c in dense.values())
-    for key, coded in dense.items():  # N+1 = N + q·Δ exactly, the codes of trainer A − N
+    for key, coded in dense.items():  # N+1 = N + q·Δ exactly, the codes of trainer C − N
         np.testing.assert_array_equal(served[n + 1][key], dense_delta.apply(served[n][key], coded))
         assert np.abs(coded.q).max() == 127 or float(coded.scale) == 0.0
     assert delta_lib.read_manifest(os.path.join(t["base"], "deltas", str(n + 2)))["dense"]["variables"] == {}

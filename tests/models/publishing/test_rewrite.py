@@ -124,6 +124,10 @@ def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batc
     assert rows[1]["rows_kept"] < rows[1]["rows"]
     np.testing.assert_array_equal(model(x)["click_prob"].numpy(), want)  # the trained tables are back
     assert len(model.weights) == weights_before
+    stopped = sweep.prune_sweep(model, None, configs.publish_config(quantize=False), x, click, watch,
+                                [0.5, 0.0, 0.25], ["l2_norm"], stop=lambda r: r["ne_loss"] == 0)
+    assert [r["fraction"] for r in stopped] == [0.5, 0.0]  # up to the first row that stops it
+    assert stopped[0]["ne_loss"] == rows[1]["ne_loss"]
 
 
 @pytest.fixture(scope="module")

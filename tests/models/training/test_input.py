@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from models.training.input import in_memory_dataset, materialize
+from models.training.input import SplitTooLarge, in_memory_dataset, materialize
 
 
 def _arrays(n=10):
@@ -82,3 +82,29 @@ def test_canonical_order_ignores_last_bit_differences_of_float_features():
     b, _ = canonical_order(nudged, labels)
     np.testing.assert_array_equal(a["id"], b["id"])
     np.testing.assert_array_equal(np.nextafter(a["z"], np.float32(np.inf)), b["z"])
+
+
+def test_materialize_stops_at_the_first_batch_past_the_budget():
+    features, labels = _arrays(10)  # a row: 8 B of "a" + 8 B of "h" + 4 B of "y" = 20 B
+    ds = in_memory_dataset(features, labels, batch_size=4, shuffle=False)
+    whole, _ = materialize(ds, max_bytes=200)  # exactly the split's 200 B: held
+    np.testing.assert_array_equal(whole["a"], features["a"])
+    try:
+        materialize(ds, max_bytes=100)
+    except SplitTooLarge as e:
+        assert "after 8 rows" in str(e)  # batches of 4 rows = 80 B: the 2nd batch passes 100 B
+    else:
+        raise AssertionError("materialize held a split larger than its budget")
+
+
+def test_the_memory_budget_must_be_positive():
+    from pipeline import configs
+
+    assert configs.trainer_config().input_memory_budget_mb == configs.INPUT_MEMORY_BUDGET_MB
+    for bad in (0, -1.0):
+        try:
+            configs.trainer_config(input_memory_budget_mb=bad)
+        except ValueError as e:
+            assert "input_memory_budget_mb" in str(e)
+        else:
+            raise AssertionError(f"input_memory_budget_mb={bad} accepted")

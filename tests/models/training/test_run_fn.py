@@ -12,7 +12,7 @@ from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
 from tfx_bsl.public import tfxio
 
 from models import features as F
-from models.training.input import shuffle_labels
+from models.training.input import input_fn, shuffle_labels
 from models.training.run_fn import run_fn
 from pipeline import configs
 from tests.conftest import SMALL_L
@@ -152,3 +152,21 @@ def test_shuffle_labels_permutes_every_label_together():
     assert sorted(click) == sorted(x * 2)  # same labels ...
     np.testing.assert_allclose(watch, click * 1.5)  # ... one permutation for all of them
     assert np.mean(click != x * 2) > 0.9  # ... detached from their features
+
+
+def test_a_split_over_the_memory_budget_streams_the_same_rows(transformed_files):
+    """input_fn(in_memory=True, memory_budget_bytes=...): within the budget the split is held
+    in memory; over it (here 1 byte) the same rows stream through the shuffle buffer."""
+    files, transform_dir, rows = transformed_files
+    tft_output = tft.TFTransformOutput(transform_dir)
+
+    def rows_of(**kwargs):
+        ds = input_fn(files["raw"]["train"], _data_accessor(), tft_output, 16, True, raw=True,
+                      shuffle_buffer_size=64, in_memory=True, **kwargs)
+        got = [(f, y) for f, y in ds.as_numpy_iterator()]
+        return sorted(zip(np.concatenate([f[F.transformed_name("video_id")] for f, _ in got]).tolist(),
+                          np.concatenate([y["click_prob"] for _, y in got]).reshape(-1).tolist()))
+
+    held = rows_of(memory_budget_bytes=10**9)
+    streamed = rows_of(memory_budget_bytes=1)
+    assert len(held) == 48 and held == streamed

@@ -89,3 +89,17 @@ def test_rows_are_remapped_by_token_when_the_vocabulary_changes(trained):
     with pytest.raises(ValueError, match="other weights"):
         other = build_ranker(trainer_config("lr", L), _sizes(vocabs))
         warm_start.restore(other, out + "/warm_start", vocabs, oov_buckets=1)
+
+
+def test_lineage_follows_origin_records(tmp_path):
+    """record_origin / lineage: a chain back to the first cold model; a missing record or a
+    loop ends it (the Publisher's delta rule reads it, components/publisher/freshness.py)."""
+    a, b, c, d = (str(tmp_path / n) for n in "abcd")
+    warm_start.record_origin(a, None)  # trained cold
+    warm_start.record_origin(b, a)
+    warm_start.record_origin(c, b + "/")
+    assert warm_start.lineage(c) == [c, b, a]
+    assert warm_start.lineage(a) == [a] and warm_start.lineage(d) == [d]  # d: no record
+    warm_start.record_origin(a, c)  # a loop (cannot happen in a pipeline) still ends
+    assert warm_start.lineage(c) == [c, b, a]
+    assert warm_start.model_uri_of(b + "/Format-Serving") == b and warm_start.model_uri_of(None) is None
