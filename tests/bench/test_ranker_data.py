@@ -7,7 +7,13 @@ from bench.ranker_data import USER_STATE_FEATURES, USER_TAB_STATE_FEATURES, free
 def test_user_state_lists():
     assert "sig_user_coec" in USER_STATE_FEATURES and "hist_is_click" in USER_STATE_FEATURES
     assert "sig_tab_ctr" not in USER_STATE_FEATURES  # request context, not user state
-    assert USER_TAB_STATE_FEATURES == ("sig_user_tab_ctr",)
+    assert USER_TAB_STATE_FEATURES[0] == "sig_user_tab_ctr"
+    # signal families (#37): recent / session per user, in-tab per (user, tab); the per-(user,
+    # candidate author/tag/music) and per-(user, hour) ones are not frozen
+    assert {"sig_last5_click", "sig_since_long_view", "sig_session_position"} <= set(USER_STATE_FEATURES)
+    assert set(USER_TAB_STATE_FEATURES[1:]) == {"sig_user_tab_last10_click", "sig_user_tab_last20_click",
+                                                "sig_user_tab_last50_click", "sig_user_tab_since_click"}
+    assert not {"sig_user_author_n", "sig_user_hour_ctr"} & set(USER_STATE_FEATURES + USER_TAB_STATE_FEATURES)
 
 
 def test_freeze_user_state_by_hand():
@@ -23,7 +29,10 @@ def test_freeze_user_state_by_hand():
            "sig_tab_ctr": np.array([0.4, 0.5, 0.45, 0.42], np.float32),
            "sig_video_coec": np.array([1.5, 1.0, 3.0, 0.8], np.float32),
            "sig_propensity": np.array([1.0, 0.25, 1.0, 0.336], np.float32),
-           "video_id": np.array([11, 12, 13, 14])}
+           "video_id": np.array([11, 12, 13, 14]),
+           "sig_session_position": np.array([5.0, 0.0, 3.0, 2.0], np.float32),
+           "sig_user_tab_last10_click": np.array([0.8, 0.3, 0.7, 0.1], np.float32),
+           "sig_user_author_n": np.array([4.0, 1.0, 2.0, 0.0], np.float32)}
     out = freeze_user_state(raw, user, tab, t)
     # per user: user 7's first row is row 1 (t=10), user 8's is row 3
     np.testing.assert_array_equal(out["hist_is_click"], [[0, 0], [0, 0], [0, 0], [0, 1]])
@@ -32,6 +41,9 @@ def test_freeze_user_state_by_hand():
     np.testing.assert_allclose(out["sig_user_lift"], [0.1, 0.1, 0.1, 0.0])
     # per (user, tab): (7, 1) first at row 2 (t=20), (7, 2) row 1, (8, 1) row 3
     np.testing.assert_allclose(out["sig_user_tab_ctr"], [0.6, 0.4, 0.6, 0.5])
+    np.testing.assert_allclose(out["sig_session_position"], [0.0, 0.0, 0.0, 2.0])  # per user
+    np.testing.assert_allclose(out["sig_user_tab_last10_click"], [0.7, 0.3, 0.7, 0.1])  # per (user, tab)
+    np.testing.assert_array_equal(out["sig_user_author_n"], raw["sig_user_author_n"])  # keeps running
     # context and candidate features untouched
     np.testing.assert_array_equal(out["sig_tab_ctr"], raw["sig_tab_ctr"])
     np.testing.assert_array_equal(out["video_id"], raw["video_id"])

@@ -1,10 +1,11 @@
 """Run by tests/models/test_family_signals.py in a fresh interpreter with
 LOG_SIGNALS=session,sig_user_author_ctr (models.features reads it at import): the pipeline
-configs, Transform, a DIN and its SavedModel with two signal families as inputs.
+configs, Transform, a DIN and its serving signatures with two signal families as inputs.
 Prints one JSON line with what the test asserts."""
 import json
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -13,11 +14,12 @@ ROWS = 12
 
 
 def main(work: str) -> dict:
+    t0 = time.time()
     import tensorflow as tf
 
     from models import features as F
     from models.rankers import build_ranker
-    from models.training.export import export_serving_model
+    from models.training.export import serving_signatures
     from models.training.input import vocab_sizes
     from pipeline import configs
     from tests.helpers.ranker_utils import build_transform_output, raw_batch, raw_rows, trainer_config
@@ -27,17 +29,19 @@ def main(work: str) -> dict:
     for r in rows:  # every family is written when one is a model input
         r.update({k: float(rng.uniform(0.05, 0.95)) for k in F.FAMILY_FEATURES})
         r.update(sig_session_position=float(rng.integers(0, 30)), sig_session_age=float(rng.uniform(0, 8)))
+    t1 = time.time()
     tft_output = build_transform_output(rows, L, f"{work}/tmp", f"{work}/tft")
+    t2 = time.time()
     raw = raw_batch(rows, L)
     transformed = {k: v.numpy() for k, v in tft_output.transform_features_layer()(
         {k: tf.constant(v) for k, v in raw.items()}).items()}
     model = build_ranker(trainer_config("din", L, ranker_params={"attention_hidden_units": [4],
                                                                   "mlp_hidden_units": [4]}), vocab_sizes(tft_output))
-    export_serving_model(model, tft_output, L, f"{work}/export")
-    loaded = tf.saved_model.load(f"{work}/export")
-    served = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()})
+    t3 = time.time()
+    signatures = serving_signatures(model, tft_output, L)  # the SavedModel's (export_serving_model saves them)
+    served = signatures["serving_default"]({k: tf.constant(v) for k, v in raw.items()})
     direct = model({k: tf.constant(transformed[k]) for k in model.input_names}, training=False)
-    rank_inputs = loaded.signatures["serving_rank"].structured_input_signature[1]
+    rank_inputs = signatures["serving_rank"].structured_input_signature[0][0]
     return {
         "schema_path": configs.SCHEMA_PATH, "signal_families": list(configs.LOG_EXAMPLE_GEN.signal_families),
         "model_inputs": list(model.input_names), "serving_inputs": sorted(raw),
@@ -47,6 +51,8 @@ def main(work: str) -> dict:
                                                              "sig_user_author_ctr")},
         "served_click": served["click_prob"].numpy().reshape(-1).tolist(),
         "direct_click": np.asarray(direct["click_prob"]).reshape(-1).tolist(),
+        "seconds": {"imports": round(t1 - t0, 1), "transform": round(t2 - t1, 1), "model": round(t3 - t2, 1),
+                    "signatures_and_serve": round(time.time() - t3, 1)},
     }
 
 

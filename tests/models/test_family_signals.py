@@ -1,6 +1,6 @@
 """The signal families (#37) as model inputs: LOG_SIGNALS names, the schema with the
 families, the implied LOG_SIGNAL_FAMILIES, and end to end through Transform, DIN and the
-SavedModel's signatures (a fresh interpreter: models.features reads LOG_SIGNALS at import)."""
+serving signatures (a fresh interpreter: models.features reads LOG_SIGNALS at import)."""
 import json
 import os
 import subprocess
@@ -76,7 +76,7 @@ def _zscore(x):
     return (x - x.mean()) / x.std()
 
 
-def test_a_family_signal_reaches_transform_din_and_the_saved_model(tmp_path):
+def test_a_family_signal_reaches_transform_din_and_the_serving_signatures(tmp_path):
     """LOG_SIGNALS=session,sig_user_author_ctr: the pipeline reads the families' schema and has
     LogExampleGen write them; Transform gives log1p / identity / logit then z-score; DIN takes
     the four as inputs; serving_default takes them raw (and scores as the model does on the
