@@ -107,7 +107,8 @@ def plot(record, path):
         if d is None:  # a record from before the `default` policy
             d = deltas[0] if deltas else rows["full"]
         same = [r for r in deltas if (r["fraction"], r["dense"], r.get("rows")) == (d["fraction"], d["dense"], d.get("rows"))]
-        panels.append((run, f"seed {run['seed']}: default ({d['dense']}, {100 * (d['fraction'] or 0):g} % rows, "
+        panels.append((run, f"seed {run['seed']}: default ({d['dense']}, {100 * (d['fraction'] or 0):g} % rows "
+                            f"as {d.get('rows', 'values')}, "
                             f"full every {d['full_every']}) and the priorities at its budget", [d] + same))
         if i == 0:
             variants = [r for r in deltas if r["priority"] == d["priority"]]

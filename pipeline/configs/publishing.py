@@ -68,16 +68,24 @@ PUBLISH_SWEEP_MAX_EXAMPLES = 20000
 #   levels per tensor (models/publishing/dense_delta.py; deflated 52 kB per delta for the 149k
 #   dense parameters, 2.8 bits each, vs 122 kB for int8_delta and 298 kB for fp16 values) recovers as much as int8_delta (99.0 vs
 #   99.2 %, seed 1 89.9 vs 91.9 %, where fresh beats stale by only 0.12 % NE) at 43 % of its bytes.
-#   Coded against the served version's own checkpoint, its rounding never accumulates.
+#   With the rows delta-coded (below) the budget has room for "int5_delta" (31 levels: 99.1 / 93.4 %
+#   vs int4's 99.0 / 89.9 % for +9.8 kB/h; int6_delta's +19 kB/h does not fit 10x;
+#   bench/results/freshness_validation_rows.json). Coded against the served version's own checkpoint,
+#   its rounding never accumulates.
 # - rows: row_change recovers more than random at every budget (seed 0, 5 %: 99.0 vs 95.4 %);
-#   5 % over 3 % rows: 99.0 vs 98.6 % for +9 kB/h.
+#   5 % over 3 % rows: 99.0 vs 98.6 % for +9 kB/h; 8 % over 5 % (code_delta): no gain (99.0 / 85.1 %
+#   vs 99.0 / 89.9 % with int4). PUBLISH_DELTA_ROWS "code_delta" sends them as exact bit differences
+#   from the served rows, deflated: 0.57 of their bytes (12.4 vs 21.8 kB/h), the same served model.
 # - full_every 36 (publishes): a full version is 1.38 MB, the whole 10x budget of 69 kB/h over
 #   20 h; with drift control a full one is needed only for new vocabularies / pruning plans,
 #   so every 36th publish (3 days of 2-h publishes: ~19 kB/h amortized). NB: pipeline/continuous.py
 #   runs Transform on the spans of full versions, so vocabularies refresh every 36 spans.
 PUBLISH_FULL_EVERY, PUBLISH_DELTA_ROW_FRACTION = 36, 0.05
-PUBLISH_DELTA_PRIORITY, PUBLISH_DELTA_DENSE = "row_change", "int4_delta"
+PUBLISH_DELTA_PRIORITY, PUBLISH_DELTA_DENSE = "row_change", "int5_delta"
 PUBLISH_DENSE_EVERY = 1
+# how a delta's rows travel (models/publishing/row_delta.py): "values" or "code_delta" (exact bit
+# differences from the served rows, deflated; see "rows" above)
+PUBLISH_DELTA_ROWS = "code_delta"
 # Continuous runs (pipeline/continuous.py; span.py): span k trains on [origin + k·SPAN_HOURS, +SPAN_HOURS)
 # and validates/evaluates on the SPAN_HOLDOUT_HOURS after it; origin: SPAN_ORIGIN_MS or 00:00 UTC+8 of the
 # first log date. Transform runs on spans k % PUBLISH_FULL_EVERY == 0, the others reuse its graph.
@@ -99,7 +107,8 @@ def publish_config(**changes):
         sweep_criteria=list(PUBLISH_SWEEP_CRITERIA), sweep_max_examples=PUBLISH_SWEEP_MAX_EXAMPLES,
         prune_auto=PUBLISH_PRUNE_AUTO, full_every=PUBLISH_FULL_EVERY,
         delta_row_fraction=PUBLISH_DELTA_ROW_FRACTION, delta_priority=PUBLISH_DELTA_PRIORITY,
-        delta_dense=PUBLISH_DELTA_DENSE, dense_every=PUBLISH_DENSE_EVERY, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS,
+        delta_dense=PUBLISH_DELTA_DENSE, dense_every=PUBLISH_DENSE_EVERY,
+        delta_rows=PUBLISH_DELTA_ROWS, allocation=PUBLISH_ALLOCATION, tail_centroids=PUBLISH_TAIL_CENTROIDS,
         min_table_share=PUBLISH_MIN_TABLE_SHARE, batch_tables=PUBLISH_BATCH_TABLES)
     return config.replace(**changes) if changes else config
 
