@@ -2,7 +2,8 @@
 
 Full or delta (issue #14, components/publisher/freshness.py): with full_every > 1 a
 publish between full versions sends a delta of the top rows and assembles the next
-version from it (the ASSEMBLED model passes the same gates); the report says
+version from it (the ASSEMBLED model passes the same gates; when it does not, the blessed
+model is published as a full version instead, `delta_refused` says why); the report says
 `kind` ("full" | "delta"), `kind_reason`, `bytes` (the version dir, or the delta) and,
 for a delta, rows sent per table (`delta_tables`).
 
@@ -149,8 +150,9 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
                                                                fixed_plans=True)))
             report.update(rewrite.tables_summary(report["tables"]) if report.get("tables") else {})
             report.update(kind_reason=why, decision="published", reason="every gate passed (assembled version)")
-        except PublishRefused as e:
-            report.update(kind="delta", kind_reason=why, decision="refused", reason=str(e), version=None, path=None)
+        except PublishRefused as e:  # the assembled N + delta is too far from the trained model: send it whole
+            report["delta_refused"] = str(e)
+            kind, why = "full", f"the assembled delta was refused ({e})"
         except freshness.FallBackToFull as e:
             kind, why = "full", f"delta not possible: {e}"
         if kind == "delta":

@@ -177,3 +177,29 @@ def test_coded_dense_on_schedule_is_coded_against_the_served_version(two_trainin
     assert reports[0]["delta_dense_bytes"] < 0.5 * sum(np.asarray(served[n][k]).nbytes for k in dense)
     print(f"\nsmall ranker: int8_delta dense file {reports[0]['delta_dense_bytes']} B for "
           f"{sum(np.asarray(served[n][k]).nbytes for k in dense)} B of fp32 dense; rows-only delta {reports[1]['bytes']} B")
+
+
+def test_a_refused_delta_is_published_as_a_full_version(two_trainings, monkeypatch):
+    """When the assembled N + delta fails verification (a span moved the model further than 5 %
+    of the rows can carry), the blessed model is published whole instead of not at all."""
+    t = two_trainings
+    config = configs.publish_config(golden_requests=5, warmup_records=2, warmup_rows_per_request=2, keep_versions=3,
+                                    sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
+                                    quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
+                                    max_xauc_drop=1.0, full_every=9, delta_row_fraction=0.25,
+                                    delta_priority="row_change", delta_dense="int8_delta", dense_every=2)
+    before = state_lib.load(t["base"])
+    assert before is not None and before.runs_since_full > 0, "runs after the deltas above"
+
+    def refused(*args, **kwargs):
+        raise publish_lib.PublishRefused("NE loss forced")
+
+    monkeypatch.setattr(freshness, "publish_delta", refused)
+    artifact = t["artifacts"][2]
+    report = publish_lib.publish(os.path.join(artifact, "Format-Serving"), artifact, t["tft_dir"], t["eval"],
+                                 t["base"], "ranker", config, version=before.base_version + 1)
+    assert report["decision"] == "published" and report["kind"] == "full", report["reason"]
+    assert report["delta_refused"] == "NE loss forced" and "assembled delta was refused" in report["kind_reason"]
+    after = state_lib.load(t["base"])
+    assert after.base_version == before.base_version + 1 and after.runs_since_full == 0
+    assert after.source_model == os.path.normpath(artifact)
