@@ -144,6 +144,15 @@ def test_dense_schedule():
         configs.publish_config(dense_every=-1)
 
 
+def _coded_dense_config():
+    """Full every 9, 25 % rows by row_change, int8_delta dense on every 2nd delta, open gates."""
+    return configs.publish_config(golden_requests=5, warmup_records=2, warmup_rows_per_request=2, keep_versions=3,
+                                  sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
+                                  quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
+                                  max_xauc_drop=1.0, full_every=9, delta_row_fraction=0.25,
+                                  delta_priority="row_change", delta_dense="int8_delta", dense_every=2)
+
+
 def test_coded_dense_on_schedule_is_coded_against_the_served_version(two_trainings):
     """After the full + delta above: with dense_every 2 and int8_delta, the next delta (the 2nd
     since the full) carries the dense weights coded against the served version N, the one
@@ -151,11 +160,7 @@ def test_coded_dense_on_schedule_is_coded_against_the_served_version(two_trainin
     from models.publishing import dense_delta
 
     t = two_trainings
-    config = configs.publish_config(golden_requests=5, warmup_records=2, warmup_rows_per_request=2, keep_versions=3,
-                                    sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
-                                    quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
-                                    max_xauc_drop=1.0, full_every=9, delta_row_fraction=0.25,
-                                    delta_priority="row_change", delta_dense="int8_delta", dense_every=2)
+    config = _coded_dense_config()
     st = state_lib.load(t["base"])
     assert st is not None and st.runs_since_full == 1, "runs after test_full_then_delta_publish_..."
     n = st.base_version
@@ -183,11 +188,7 @@ def test_a_refused_delta_is_published_as_a_full_version(two_trainings, monkeypat
     """When the assembled N + delta fails verification (a span moved the model further than 5 %
     of the rows can carry), the blessed model is published whole instead of not at all."""
     t = two_trainings
-    config = configs.publish_config(golden_requests=5, warmup_records=2, warmup_rows_per_request=2, keep_versions=3,
-                                    sweep_fractions=[], prune_auto=False, prune_fraction=0.5, criterion="opt_state",
-                                    quantize=True, quantize_min_dim=4, max_ne_loss=1e6, max_auc_drop=1.0,
-                                    max_xauc_drop=1.0, full_every=9, delta_row_fraction=0.25,
-                                    delta_priority="row_change", delta_dense="int8_delta", dense_every=2)
+    config = _coded_dense_config()
     before = state_lib.load(t["base"])
     assert before is not None and before.runs_since_full > 0, "runs after the deltas above"
 
