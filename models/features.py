@@ -21,9 +21,10 @@ Kinds
   (components/log_example_gen/signals.py).
   Always written; model inputs (numerics, transformed by `SIGNAL_TRANSFORMS` then
   z-scored) only when enabled, like `hist_tab` (the scene of every history item):
-  ``LOG_SIGNALS`` in the environment, "" (default: none), "all" or a comma list of
-  names of `SIGNAL_FEATURES` / "hist_tab"; pipeline/configs/ingestion.py shows it as
-  `LOG_SIGNALS`.
+  ``LOG_SIGNALS`` in the environment, unset = "standard" (the default, #37: the 12 click
+  signals `STANDARD_SIGNALS`), "none" or "" (no signal: the model of sessions <= 20),
+  "all" or a comma list of names of `SIGNAL_FEATURES` / "hist_tab" / the groups (e.g.
+  "standard,hist_tab"); pipeline/configs/ingestion.py shows it as `LOG_SIGNALS`.
 - FAMILY SIGNAL (float scalar, #37): the optional signal families of
   components/log_example_gen/signal_families.py (`FAMILY_SIGNAL_TRANSFORMS`, per family).
   ``LOG_SIGNALS`` also takes a family name (its signals), "families" (all five) or a family
@@ -83,6 +84,10 @@ USER_SIGNAL_FEATURES = ["sig_tab_ctr", "sig_user_coec", "sig_user_tab_ctr", "sig
                         "sig_last50_click", "sig_last50_watch", "sig_last50_watch_ratio"]
 HISTORY_TAB_FEATURE = "hist_tab"
 SIGNALS_ENV = "LOG_SIGNALS"
+# The default model inputs (#37, chosen on the validation day: bench/results/rankers_signals.json,
+# README "Leakage-free signals"): the 12 click signals, written by LogExampleGen in every run.
+STANDARD_SIGNALS = SIGNAL_FEATURES[:12]
+STANDARD_TOKEN = "standard"  # LOG_SIGNALS: the 12, and what an unset LOG_SIGNALS means
 
 # Signal families (#37; equations: components/log_example_gen/signal_families.py, which
 # takes its names from here) and the transform of each before the z-score: logit (rates),
@@ -106,11 +111,12 @@ FAMILIES_TOKEN = "families"  # LOG_SIGNALS: every family signal
 
 
 def parse_enabled_signals(text: str) -> tuple:
-    """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "all": the 17 signals and
-    hist_tab; a family name: its signals, "families": every family's; else signal names)."""
+    """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "standard": the 12 click
+    signals, "all": the 17 signals and hist_tab; a family name: its signals, "families":
+    every family's; else signal names; a comma list takes the union)."""
     known = SIGNAL_FEATURES + [HISTORY_TAB_FEATURE] + FAMILY_FEATURES
-    groups = {"all": SIGNAL_FEATURES + [HISTORY_TAB_FEATURE], FAMILIES_TOKEN: FAMILY_FEATURES,
-              **{f: list(names) for f, names in FAMILY_SIGNAL_TRANSFORMS.items()}}
+    groups = {STANDARD_TOKEN: STANDARD_SIGNALS, "all": SIGNAL_FEATURES + [HISTORY_TAB_FEATURE],
+              FAMILIES_TOKEN: FAMILY_FEATURES, **{f: list(names) for f, names in FAMILY_SIGNAL_TRANSFORMS.items()}}
     text = (text or "").strip()
     if text in ("", "none"):
         return ()
@@ -128,7 +134,7 @@ def family_inputs(enabled) -> tuple:
     return tuple(f for f, names in FAMILY_SIGNAL_TRANSFORMS.items() if set(names) & set(enabled))
 
 
-ENABLED_SIGNALS = parse_enabled_signals(os.environ.get(SIGNALS_ENV, ""))
+ENABLED_SIGNALS = parse_enabled_signals(os.environ.get(SIGNALS_ENV, STANDARD_TOKEN))  # unset: the default
 MODEL_SIGNAL_FEATURES = [k for k in SIGNAL_FEATURES + FAMILY_FEATURES if k in ENABLED_SIGNALS]
 FAMILY_INPUTS = family_inputs(ENABLED_SIGNALS)
 HISTORY_TAB_ENABLED = HISTORY_TAB_FEATURE in ENABLED_SIGNALS

@@ -155,8 +155,8 @@ if DIN_DUAL_ATTENTION not in ("0", "1"):
     raise ValueError(f"DIN_DUAL_ATTENTION must be 0 or 1, got {DIN_DUAL_ATTENTION!r}")
 if DIN_DUAL_ATTENTION == "1" and not _features.HISTORY_TAB_ENABLED:
     raise ValueError("DIN_DUAL_ATTENTION=1 needs the history scenes as a model input: add hist_tab "
-                     f"to LOG_SIGNALS (now {os.environ.get(_features.SIGNALS_ENV, '')!r}), "
-                     "e.g. LOG_SIGNALS=hist_tab")
+                     f"to LOG_SIGNALS (now {os.environ.get(_features.SIGNALS_ENV, _features.STANDARD_TOKEN)!r}), "
+                     "e.g. LOG_SIGNALS=standard,hist_tab (the default signals and the scenes)")
 RANKER_PARAMS["din"]["dual_attention"] = DIN_DUAL_ATTENTION == "1"
 
 # --- Training speed (#15; bench/README.md, rankers section) ---

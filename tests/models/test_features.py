@@ -30,6 +30,12 @@ def test_signals_are_always_raw_and_model_inputs_only_when_enabled():
     assert F.parse_enabled_signals("") == () == F.parse_enabled_signals(" none ")
     assert F.parse_enabled_signals("all") == tuple(F.SIGNAL_FEATURES) + ("hist_tab",)
     assert F.parse_enabled_signals("hist_tab, sig_user_lift") == ("sig_user_lift", "hist_tab")
+    # the default (#37): the 12 click signals, by name
+    assert F.parse_enabled_signals("standard") == (
+        "sig_propensity", "sig_tab_ctr", "sig_user_coec", "sig_video_coec", "sig_user_tab_ctr", "sig_user_lift",
+        "sig_author_ctr", "sig_music_ctr", "sig_tag_tab_ctr", "sig_tab_duration_ctr", "sig_last50_click",
+        "sig_last50_watch")
+    assert F.parse_enabled_signals("hist_tab,standard") == tuple(F.STANDARD_SIGNALS) + ("hist_tab",)
     with pytest.raises(ValueError, match="sig_nope"):
         F.parse_enabled_signals("sig_nope")
     assert set(F.USER_SIGNAL_FEATURES) <= set(F.SIGNAL_FEATURES)
@@ -41,8 +47,9 @@ def test_signals_are_always_raw_and_model_inputs_only_when_enabled():
     assert set(F.USER_SIGNAL_FEATURES) & set(watch) == {"sig_last50_watch_ratio"}
 
 
-def test_enabled_signals_reach_numerics_serving_and_the_user_side():
-    """LOG_SIGNALS=all, read when models.features is imported (a fresh interpreter)."""
+def _features_with(log_signals):
+    """models.features' lists with LOG_SIGNALS=`log_signals` (None: unset), read at import (a
+    fresh interpreter)."""
     import json
     import os
     import subprocess
@@ -52,9 +59,31 @@ def test_enabled_signals_reach_numerics_serving_and_the_user_side():
             "serving=F.SERVING_RAW_FEATURES, user=F.USER_CONTEXT_FEATURES, cand=F.CANDIDATE_FEATURES, "
             "shared=F.ID_SHARED_VOCAB, inputs=F.model_input_names(), lists=F.SERVING_LIST_FEATURES, "
             "spec_lists=[k for k in F.SERVING_RAW_FEATURES if F.raw_feature_spec(5)[k].shape])))")
-    env = dict(os.environ, LOG_SIGNALS="all")
-    got = json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
-                                    text=True).stdout)
+    env = {k: v for k, v in os.environ.items() if k != "LOG_SIGNALS"}
+    if log_signals is not None:
+        env["LOG_SIGNALS"] = log_signals
+    return json.loads(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                                     text=True).stdout)
+
+
+def test_default_signals_are_the_12_and_none_restores_the_signal_free_model():
+    """Unset LOG_SIGNALS = "standard" (#37): the 12 click signals are model and serving inputs,
+    the user's ones on serving_rank's user side; LOG_SIGNALS=none (or "") gives the old model."""
+    default = _features_with(None)
+    assert default["num"] == F.BASE_NUMERIC_FEATURES + F.SIGNAL_FEATURES[:12]
+    assert set(F.SIGNAL_FEATURES[:12]) <= set(default["serving"]) and "hist_tab" not in default["serving"]
+    assert set(default["user"]) & set(F.SIGNAL_FEATURES) == {"sig_tab_ctr", "sig_user_coec", "sig_user_tab_ctr",
+                                                             "sig_user_lift", "sig_last50_click", "sig_last50_watch"}
+    assert {"sig_propensity", "sig_video_coec", "sig_author_ctr"} <= set(default["cand"])
+    for off in ("none", ""):
+        got = _features_with(off)
+        assert got["num"] == F.BASE_NUMERIC_FEATURES
+        assert not set(F.SIGNAL_FEATURES + ["hist_tab"]) & set(got["serving"] + got["inputs"])
+
+
+def test_enabled_signals_reach_numerics_serving_and_the_user_side():
+    """LOG_SIGNALS=all, read when models.features is imported (a fresh interpreter)."""
+    got = _features_with("all")
     assert got["num"] == F.BASE_NUMERIC_FEATURES + F.SIGNAL_FEATURES
     assert set(F.SIGNAL_FEATURES + ["hist_tab"]) <= set(got["serving"])
     assert set(F.USER_SIGNAL_FEATURES + ["hist_tab"]) <= set(got["user"])
@@ -63,6 +92,3 @@ def test_enabled_signals_reach_numerics_serving_and_the_user_side():
     # the request's list features (REST instances, serving/client.py) are exactly its [L] ones
     assert sorted(got["lists"]) == sorted(got["spec_lists"]) and "hist_tab" in got["lists"]
     assert sorted(F.SERVING_LIST_FEATURES) == sorted(k for k in F.SERVING_RAW_FEATURES if F.raw_feature_spec(5)[k].shape)
-    # off (this process, LOG_SIGNALS unset in the suite): no signal is a model or serving input
-    if not F.ENABLED_SIGNALS:
-        assert not set(F.SIGNAL_FEATURES + ["hist_tab"]) & set(F.SERVING_RAW_FEATURES + F.model_input_names())
