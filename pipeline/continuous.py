@@ -8,7 +8,7 @@ Span k covers ``[origin + k·SPAN_HOURS, origin + (k+1)·SPAN_HOURS)`` of log ti
 first log date); its validation / eval rows are the ``SPAN_HOLDOUT_HOURS`` after it (the
 next span trains on them). Each span is one LocalDagRunner run of pipeline/pipeline.py:
 
-- **full** (``run_mode="full"``) on span k when ``k % PUBLISH_FULL_EVERY == 0`` or no
+- **full** (``run_mode="full"``) on span k when ``k % CONTINUOUS_TRANSFORM_EVERY == 0`` or no
   TransformGraph exists yet: Transform analyses spans 0..k (vocabularies on a growing
   window; a second LogExampleGen, "VocabLogExampleGen", writes it when k > 0);
 - **delta** otherwise: the latest TransformGraph is reused (Resolver), so every vocabulary
@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from typing import Callable, List, Optional
 
@@ -63,26 +64,33 @@ def span_example_gen_config(k: int, origin_ms: int, base=None, span_hours: float
                                span_end_ms=w.end_ms, span_holdout_ms=w.holdout_ms)
 
 
-def run_mode_for(k: int, output_dir: str, full_every: int = None) -> str:
-    """"full" on spans k % full_every == 0 and while no TransformGraph exists, else "delta"."""
+def run_mode_for(k: int, output_dir: str, transform_every: int = None) -> str:
+    """"full" on spans k % transform_every == 0 (default CONTINUOUS_TRANSFORM_EVERY) and while no
+    TransformGraph exists, else "delta"."""
     from pipeline.artifacts import PipelineStore
 
-    full_every = full_every or configs.PUBLISH_FULL_EVERY
+    transform_every = int(transform_every or configs.CONTINUOUS_TRANSFORM_EVERY)
+    if transform_every < 1:
+        raise ValueError(f"transform_every must be >= 1, got {transform_every}")
+    if k % transform_every == 0:
+        return "full"
     metadata = configs.output_paths(output_dir)["metadata_path"]
     has_graph = os.path.exists(metadata) and PipelineStore(metadata).latest_uri("Transform", "transform_graph")
-    return "full" if k % full_every == 0 or not has_graph else "delta"
+    return "delta" if has_graph else "full"
 
 
 def run_span(k: int, data_path: str, output_dir: str, origin_ms: int, mode: Optional[str] = None,
-             span_hours: float = None, holdout_hours: float = None, **overrides) -> dict:
+             span_hours: float = None, holdout_hours: float = None, transform_every: int = None,
+             **overrides) -> dict:
     """One pipeline run on span k; returns {"span", "mode", "seconds", "blessed", "publish", "warm_start"}.
-    `overrides`: create_pipeline arguments (tests: small trainer, lenient gates)."""
+    `transform_every`: run_mode_for's; `overrides`: create_pipeline arguments (tests: small trainer,
+    lenient gates)."""
     from tfx import v1 as tfx
 
     from pipeline import runners
     from pipeline.artifacts import PipelineStore
 
-    mode = mode or run_mode_for(k, output_dir, (overrides.get("publish_config") or configs.PUBLISHER).full_every)
+    mode = mode or run_mode_for(k, output_dir, transform_every)
     base = overrides.pop("example_gen_config", None)
     example_gen_config = span_example_gen_config(k, origin_ms, base, span_hours, holdout_hours)
     if mode == "full" and k > 0:  # vocabularies on the growing window: every span so far
@@ -103,31 +111,79 @@ def run_span(k: int, data_path: str, output_dir: str, origin_ms: int, mode: Opti
             "window_ms": [example_gen_config.span_start_ms, example_gen_config.span_end_ms]}
 
 
+class _Traffic(threading.Thread):
+    """A client predicting a few held-back eval rows every `interval` s (no retries) while the
+    spans run, so every version swap happens under traffic: each failed request is recorded."""
+
+    def __init__(self, url: str, instances: list, interval: float = 0.5):
+        super().__init__(daemon=True)
+        self.url, self.instances, self.interval = url, instances, interval
+        self.ok, self.failures, self.stopped = 0, [], threading.Event()
+
+    def run(self):
+        from serving.client import predict
+
+        while not self.stopped.wait(self.interval):
+            try:
+                if len(predict(self.url, configs.MODEL_NAME, self.instances, retries=0, timeout=30)) != \
+                        len(self.instances):
+                    raise ValueError("wrong number of predictions")
+                self.ok += 1
+            except Exception as e:  # noqa: BLE001 - counted and reported per span
+                self.failures.append(repr(e)[:300])
+
+    def counts(self) -> dict:
+        return {"ok": self.ok, "failed": len(self.failures), "first_failures": self.failures[:3]}
+
+
+def _start_traffic(server, output_dir: str) -> Optional[_Traffic]:
+    from models import features as F
+    from pipeline.artifacts import PipelineStore, held_back_examples
+    from serving.client import examples_to_instances
+
+    examples = held_back_examples(PipelineStore.for_output_dir(output_dir).examples_uri(), 4)
+    if not examples:
+        return None
+    traffic = _Traffic(server.url, examples_to_instances(examples, F.SERVING_RAW_FEATURES))
+    traffic.start()
+    return traffic
+
+
 def run_continuous(num_spans: int, data_path: str, output_dir: str, first_span: int = 0, serve: bool = True,
-                   on_run: Optional[Callable[[dict, object], None]] = None, **overrides) -> List[dict]:
+                   on_run: Optional[Callable[[dict, object], None]] = None, traffic: bool = True,
+                   transform_every: int = None, **overrides) -> List[dict]:
     """Spans first_span .. first_span + num_spans - 1, one run each (module doc). With `serve`
-    the embedded server runs on the serving base from the first published version on;
-    `on_run(summary, server)` is called after every run. Returns the run summaries."""
+    the embedded server runs on the serving base from the first published version on (with
+    `traffic`, a client predicts held-back rows every 0.5 s; each summary's "requests" counts
+    its requests so far, ok and failed); `on_run(summary, server)` is called after every run.
+    Returns the run summaries."""
     from serving.http_server import start_server
     from serving.model_manager import list_versions
 
     origin = configs.SPAN_ORIGIN_MS if configs.SPAN_ORIGIN_MS is not None else log_origin_ms(data_path)
     serving_dir = overrides.get("serving_model_dir") or configs.output_paths(output_dir)["serving_model_dir"]
-    server, summaries = None, []
+    server, client, summaries = None, None, []
     try:
         for k in range(first_span, first_span + num_spans):
-            summary = run_span(k, data_path, output_dir, origin, **dict(overrides))
+            summary = run_span(k, data_path, output_dir, origin, transform_every=transform_every, **dict(overrides))
             if serve and server is None and os.path.isdir(serving_dir) and list_versions(serving_dir):
                 server, _ = start_server(serving_dir, configs.MODEL_NAME, port=0)
+                client = _start_traffic(server, output_dir) if traffic else None
             if server is not None:
                 manager = server.managers[configs.MODEL_NAME]
                 manager.poll()  # assemble and swap in what this run published now (the poller would too)
                 summary["served_version"] = manager.current.version if manager.current else None
                 summary["server_url"] = server.url
+            if client is not None:
+                time.sleep(1.0)  # requests against the version just swapped in too
+                summary["requests"] = client.counts()
             summaries.append(summary)
             if on_run is not None:
                 on_run(summary, server)
     finally:
+        if client is not None:
+            client.stopped.set()
+            client.join(timeout=60)
         if server is not None:
             server.stop()
     return summaries
@@ -139,8 +195,18 @@ def _line(s: dict) -> str:
             if w else "cold start")
     published = (f"published {p['kind']} v{p['version']} ({p.get('bytes') or 0:,} bytes)"
                  if p.get("kind") and p.get("version") else "published nothing")
+    rungs = p.get("delta_rungs") or []
+    if rungs:  # the adaptive delta budget: rungs tried, the one sent (or why none)
+        tried = ", ".join(f"{r['fraction']:g}+{r['dense']}" + (f" NE {100 * r['ne_loss']:+.3f} %" if "ne_loss" in r
+                                                                else "") + (" ok" if r.get("passed") else "")
+                          for r in rungs)
+        published += f"  delta rungs [{tried}]" + (f", {p['delta_full_share']:.1%} of the full version"
+                                                   if p.get("kind") == "delta" and p.get("delta_full_share") else "")
+    requests = s.get("requests")
+    served = f"served v{s.get('served_version') or '-'}" + (
+        f" ({requests['ok']} requests ok, {requests['failed']} failed so far)" if requests else "")
     return (f"span {s['span']:>3} [{s['mode']:>5}] {s['seconds']:7.1f} s  blessed {bool(s['blessed'])!s:<5} "
-            f"{published}  served v{s.get('served_version') or '-'}  {warm}")
+            f"{published}  {served}  {warm}")
 
 
 def main(argv=None) -> int:
@@ -167,10 +233,13 @@ def main(argv=None) -> int:
     trainer = configs.trainer_config(args.model_type, **({"watch_head": args.watch_head} if args.watch_head else {}))
     console.say(f"[run-continuous] logs {data_path}; ranker {trainer.model_type} + {trainer.watch_head}; "
                 f"{args.spans} spans of {configs.SPAN_HOURS} h from span {args.first_span}; "
-                f"Transform every {configs.PUBLISH_FULL_EVERY} spans")
+                f"Transform every {configs.CONTINUOUS_TRANSFORM_EVERY} spans")
     try:
-        run_continuous(args.spans, data_path, out, first_span=args.first_span, serve=not args.no_serve,
-                       on_run=lambda s, _: console.say("[run-continuous] " + _line(s)), trainer_config=trainer)
+        summaries = run_continuous(args.spans, data_path, out, first_span=args.first_span, serve=not args.no_serve,
+                                   on_run=lambda s, _: console.say("[run-continuous] " + _line(s)),
+                                   trainer_config=trainer)
+        with open(os.path.join(out, "continuous_summary.json"), "w") as f:  # every span's publish report
+            json.dump(summaries, f, indent=1, default=str)
     except Exception as e:  # noqa: BLE001 - one line on the terminal, the traceback in the log
         console.err.write(f"[run-continuous] FAILED: {type(e).__name__}: {str(e)[:2000]}\n")
         logging.exception("run-continuous failed")

@@ -16,7 +16,9 @@ A DELTA publish (`publish_delta`):
     2. ranks each table's compact rows by config.delta_priority (current: this training's
        mean optimizer state and touches since each row's last publish; published: the
        state's per-row opt_state and the rows version N holds) and writes the top
-       delta_row_fraction rows + the changed dense weights (models/publishing/delta.py)
+       delta_row_fraction rows (the first rung of the adaptive budget, delta_budget.py: larger
+       fractions, then finer dense codings, until the assembled weights pass the gates in
+       memory) + the changed dense weights (models/publishing/delta.py)
        when this delta is on the dense schedule (`sends_dense`: every dense_every-th delta
        since the last full version); coded dense weights (int8_delta / int4_delta / fp16_delta) are the
        difference from version N's own checkpoint, the exact served weights, so their
@@ -36,8 +38,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from components.publisher import delta_budget, versioning
 from components.publisher import state as state_lib
-from components.publisher import versioning
 from models.publishing import delta as delta_lib
 from models.publishing.atomic_files import atomic_rename
 from serving import patcher
@@ -127,10 +129,13 @@ def _move(src: str, dst: str) -> None:
 
 def publish_delta(serving_base: str, st: state_lib.PublisherState, config, importance,
                   build: Callable[[str, dict], dict], verify: Callable[[str], None],
-                  version: Optional[int] = None, before_rename=None, source_model: Optional[str] = None) -> dict:
+                  version: Optional[int] = None, before_rename=None, source_model: Optional[str] = None,
+                  check: Optional[Callable[[str, dict], dict]] = None) -> dict:
     """One delta publish (module docstring); returns the report fields. Raises
-    FallBackToFull (nothing written) or the verification's refusal (nothing published).
-    `source_model`: the trained Model artifact, the new version's source in the state."""
+    FallBackToFull (nothing written), delta_budget.NoRungPasses or the verification's
+    refusal (nothing published). `source_model`: the trained Model artifact, the new
+    version's source in the state. `check(new_dir, weights)`: the in-memory gate figures of
+    assembled weights (delta_budget.py; None: the first rung, unchecked)."""
     base_dir = os.path.join(serving_base, str(st.base_version))
     scratch = os.path.join(state_lib.state_dir(serving_base), f"scratch-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -157,15 +162,20 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
         if priority == "opt_state_change" and any("opt_state" not in c for c in current.values()):
             priority = "row_change"  # no optimizer state in the row importance: the row change instead
         version = int(version if version is not None else versioning.next_version(serving_base))
-        try:
-            with_dense = sends_dense(config, st.runs_since_full + 1)
-            d = delta_lib.compute_delta(base_vars, new_vars, keys, config.delta_row_fraction, priority, current,
-                                        published, config.delta_dense, seed=version, send_dense=with_dense,
-                                        rows_coding=config.delta_rows)
+        with_dense = sends_dense(config, st.runs_since_full + 1)
+
+        def make(fraction: float, dense: str, out: str):
+            d = delta_lib.compute_delta(base_vars, new_vars, keys, fraction, priority, current, published, dense,
+                                        seed=version, send_dense=with_dense, rows_coding=config.delta_rows)
+            return d, delta_lib.write_delta(d, out, st.base_version, version)
+
+        try:  # the cheapest rung of the delta budget whose assembled weights pass the gates in memory
+            d, manifest, delta_tmp, rungs = delta_budget.choose(
+                config, base_vars, make, scratch, check=(lambda w: check(new_dir, w)) if check else None,
+                full_bytes=delta_budget.last_full_bytes(st.history), send_dense=with_dense)
         except delta_lib.DeltaMismatchError as e:
             raise FallBackToFull(str(e)) from None
-        delta_tmp, assembled = os.path.join(scratch, "delta"), os.path.join(scratch, "assembled")
-        manifest = delta_lib.write_delta(d, delta_tmp, st.base_version, version)
+        assembled = os.path.join(scratch, "assembled")
         patcher.assemble(base_dir, delta_tmp, assembled, before_rename=verify)
         # the version first, then the delta: a server polling the base (patcher.apply_pending)
         # never races the Publisher to assemble the same version
@@ -192,8 +202,9 @@ def publish_delta(serving_base: str, st: state_lib.PublisherState, config, impor
     st.history = st.history + [entry]
     state_lib.save(serving_base, st)
     return {"kind": "delta", "bytes": int(manifest["total_bytes"]), "base_version": manifest["base_version"],
-            "delta_path": final_delta, "delta_priority": priority, "delta_row_fraction": config.delta_row_fraction,
-            "delta_dense": config.delta_dense, "delta_dense_sent": with_dense, "delta_tables": tables,
+            "delta_path": final_delta, "delta_priority": priority, "delta_row_fraction": rungs[-1]["fraction"],
+            "delta_dense": rungs[-1]["dense"], "delta_dense_sent": with_dense, "delta_rungs": rungs,
+            "delta_full_share": rungs[-1]["full_share"], "delta_tables": tables,
             "delta_dense_bytes": manifest["dense"]["bytes"], "delta_dense_variables": len(d.dense),
             "rows_sent": manifest["rows_sent"], "tables": built["tables"], "version": result["version"],
             "path": result["path"], "removed_versions": result["removed_versions"],

@@ -2,8 +2,11 @@
 
 Full or delta (issue #14, components/publisher/freshness.py): with full_every > 1 a
 publish between full versions sends a delta of the top rows and assembles the next
-version from it (the ASSEMBLED model passes the same gates; when it does not, the blessed
-model is published as a full version instead, `delta_refused` says why); the report says
+version from it: the cheapest rung of the adaptive budget (delta_budget.py: more rows, finer
+dense codings) whose assembled weights pass the gates in memory (`candidate_check`,
+`delta_rungs` in the report), then the ASSEMBLED SavedModel passes the same gates; when no
+rung or the SavedModel does not, the blessed model is published as a full version
+instead, `delta_refused` says why; the report says
 `kind` ("full" | "delta"), `kind_reason`, `bytes` (the version dir, or the delta) and,
 for a delta, rows sent per table (`delta_tables`).
 
@@ -23,7 +26,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from components.publisher import freshness, verification, versioning, warmup
+from components.publisher import delta_budget, freshness, verification, versioning, warmup
 from models import features as F
 from models.publishing import rewrite
 from models.publishing.config import PublishConfig
@@ -95,6 +98,31 @@ def choose_fraction(config: PublishConfig, sweep_rows: list) -> PublishConfig:
     return config.replace(prune_fraction=candidate_fractions(config, sweep_rows)[0])
 
 
+def candidate_check(y: dict, serialized: List[bytes], trained_metrics: dict):
+    """check(saved_model_dir, weights) -> NE loss / AUC drop / XAUC drop of `weights` (a
+    checkpoint {key: array} of that SavedModel's layout, e.g. an assembled N + delta) against
+    the trained model on the verification rows: the SavedModel is loaded once and the
+    weights restored into it in memory (no SavedModel is built; delta_budget.py)."""
+    loaded = {}
+
+    def check(saved_model_dir: str, weights: dict) -> dict:
+        import tempfile
+
+        from serving.patcher import write_checkpoint
+
+        if loaded.get("dir") != saved_model_dir:
+            loaded.clear()
+            loaded.update(dir=saved_model_dir, model=tf.saved_model.load(saved_model_dir))
+        with tempfile.TemporaryDirectory() as tmp:
+            prefix = os.path.join(tmp, "variables")
+            write_checkpoint(prefix, weights)
+            tf.train.Checkpoint(root=loaded["model"]).read(prefix).assert_existing_objects_matched()
+        candidate = verification.model_metrics(y, verification.score(loaded["model"].signatures, serialized))
+        return verification.compare(trained_metrics, candidate)
+
+    return check
+
+
 def golden_instances(serialized: List[bytes], n: int) -> List[dict]:
     from models import features as F
     from serving.client import examples_to_instances
@@ -144,7 +172,7 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
         try:
             report.update(freshness.publish_delta(
                 serving_base, state, config, importance, version=version, before_rename=before_rename, verify=verify,
-                source_model=model_artifact_dir,
+                source_model=model_artifact_dir, check=candidate_check(y, serialized, trained_metrics),
                 build=lambda out, plans: build_published_model(trained_model_dir, importance, config,
                                                                tf_transform_output, out, plans=plans,
                                                                fixed_plans=True)))
@@ -153,6 +181,9 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
         except PublishRefused as e:  # the assembled N + delta is too far from the trained model: send it whole
             report["delta_refused"] = str(e)
             kind, why = "full", f"the assembled delta was refused ({e})"
+        except delta_budget.NoRungPasses as e:  # no affordable delta carries this training: send it whole
+            report.update(delta_refused=str(e), delta_rungs=e.rungs)
+            kind, why = "full", str(e)
         except freshness.FallBackToFull as e:
             kind, why = "full", f"delta not possible: {e}"
         if kind == "delta":

@@ -59,6 +59,12 @@ class PublishConfig:
         deflated: models/publishing/row_delta.py).
     dense_every: the dense weights ride on every dense_every-th delta since the last full
         version (1: every delta; 0: only with full versions); the other deltas carry rows only.
+    delta_row_fractions / delta_dense_fallbacks / delta_max_full_share: the adaptive delta
+        budget (components/publisher/delta_budget.py): when the assembled N + delta of
+        delta_row_fraction rows fails the gates in memory, the larger fractions of
+        delta_row_fractions are tried in order, then the largest with each finer dense coding
+        of delta_dense_fallbacks; the first that passes is sent. A rung costing more than
+        delta_max_full_share of the last full version is skipped; none left: a full version.
     """
 
     prune_fraction: Optional[float]
@@ -85,6 +91,9 @@ class PublishConfig:
     delta_dense: str = "fp32"
     dense_every: int = 1
     delta_rows: str = "values"
+    delta_row_fractions: List[float] = dataclasses.field(default_factory=list)
+    delta_dense_fallbacks: List[str] = dataclasses.field(default_factory=list)
+    delta_max_full_share: float = 0.5
     allocation: str = "per_table"
     tail_centroids: int = 1
     min_table_share: float = 0.07
@@ -123,6 +132,13 @@ class PublishConfig:
             raise ValueError(f"PublishConfig.delta_dense must be one of {DELTA_DENSE}, got {self.delta_dense!r}")
         if self.delta_rows not in DELTA_ROWS:
             raise ValueError(f"PublishConfig.delta_rows must be one of {DELTA_ROWS}, got {self.delta_rows!r}")
+        if any(not 0.0 < float(f) <= 1.0 for f in self.delta_row_fractions):
+            raise ValueError(f"PublishConfig.delta_row_fractions must be in (0, 1], got {self.delta_row_fractions}")
+        bad = [c for c in self.delta_dense_fallbacks if c not in DELTA_DENSE]
+        if bad:
+            raise ValueError(f"PublishConfig.delta_dense_fallbacks must be in {DELTA_DENSE}, got {bad}")
+        if not float(self.delta_max_full_share) > 0:
+            raise ValueError(f"PublishConfig.delta_max_full_share must be > 0, got {self.delta_max_full_share}")
         if int(self.dense_every) < 0:
             raise ValueError(f"PublishConfig.dense_every must be >= 0, got {self.dense_every}")
         if not 0.0 <= float(self.min_table_share) < 1.0:

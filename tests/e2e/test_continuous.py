@@ -70,6 +70,38 @@ def test_span_runs_build_and_compile(tmp_path):
         ids(run_mode="sometimes")
 
 
+def test_transform_every_sets_the_vocabulary_refresh(tmp_path, monkeypatch):
+    """run_mode_for: Transform (a "full" run) on spans k % transform_every == 0 (default
+    CONTINUOUS_TRANSFORM_EVERY, no longer PUBLISH_FULL_EVERY) and while no TransformGraph exists."""
+    from pipeline import artifacts
+    from pipeline.continuous import run_mode_for
+
+    out = str(tmp_path / "out")
+    assert [run_mode_for(k, out, 3) for k in range(4)] == ["full"] * 4  # no MLMD store yet: no graph
+    metadata = configs.output_paths(out)["metadata_path"]
+    os.makedirs(os.path.dirname(metadata), exist_ok=True)
+    open(metadata, "w").close()
+    graphs = {"uri": None}
+
+    class _Store:
+        def __init__(self, path):
+            assert path == metadata
+
+        def latest_uri(self, component, output):
+            assert (component, output) == ("Transform", "transform_graph")
+            return graphs["uri"]
+
+    monkeypatch.setattr(artifacts, "PipelineStore", _Store)
+    assert run_mode_for(1, out, 3) == "full"  # the store holds no graph yet
+    graphs["uri"] = "/graph"
+    assert [run_mode_for(k, out, 3) for k in range(7)] == ["full", "delta", "delta"] * 2 + ["full"]
+    every = configs.CONTINUOUS_TRANSFORM_EVERY
+    assert every == 7 and every != configs.PUBLISH_FULL_EVERY
+    assert [run_mode_for(k, out) for k in (every - 1, every, every + 1)] == ["delta", "full", "delta"]
+    with pytest.raises(ValueError, match="transform_every"):
+        run_mode_for(1, out, -1)
+
+
 @pytest.mark.e2e
 def test_two_spans_warm_start_delta_publish_and_hot_swap(tmp_path):
     from components.log_example_gen.row_rules import day_start_ms
