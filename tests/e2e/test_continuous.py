@@ -168,6 +168,10 @@ def test_two_spans_warm_start_delta_publish_and_hot_swap(tmp_path):
     # delta publish, assembled into the next version, served with no failed request
     assert second["publish"]["kind"] == "delta", second["publish"]
     assert second["publish"]["base_version"] == v1 and v2 > v1
+    # the adaptive budget's first rung (25 % rows + int5 dense), checked in memory, passes the lenient gates
+    rungs = second["publish"]["delta_rungs"]
+    assert [(r["fraction"], r["dense"], r["passed"]) for r in rungs] == [(0.25, "int5_delta", True)], rungs
+    assert rungs[0]["ne_loss"] == pytest.approx(second["publish"]["deltas"]["ne_loss"], abs=1e-9)
     assert os.path.isfile(os.path.join(serving_dir, "deltas", str(v2), "manifest.json"))
     assert os.path.isfile(os.path.join(serving_dir, str(v2), "saved_model.pb"))
     assert served == v2
