@@ -26,6 +26,12 @@
    state (first train-function calls of each epoch excluded, _TrainTimer),
    `train_epoch_examples_per_sec` whole epochs.
 
+Click calibration (#37, models/heads/calibration.py): the scores above are the model as
+trained (its calibration layer the identity); with BENCH_CALIBRATE=1 (default: the
+TrainerConfig's calibrate_click) the Platt (a, b) is then fitted on the validation split, as
+run_fn does, and `eval_calibrated` scores the eval days again with it (the same trained
+weights: a paired comparison; `calibration_fit` holds a, b and the validation figures).
+
 Request GAUC groups a user's impressions within BENCH_REQUEST_WINDOW_S (60) seconds;
 frozen-state GAUC re-scores every impression with the user state (history and the
 user-side signals, frozen in the raw features: bench/ranker_data.py freeze_user_state)
@@ -166,7 +172,9 @@ def summarize(records):
     for name, batch in dict.fromkeys((r["model"], r["batch_size"]) for r in records):
         runs = [r for r in records if r["model"] == name and r["batch_size"] == batch]
         row = {"model": name, "batch_size": batch, "seeds": [r["seed"] for r in runs]}
-        for split in ("validation", "eval"):
+        for split in ("validation", "eval", "eval_calibrated"):
+            if not all(split in r for r in runs):
+                continue
             for k in keys:
                 v = np.array([r[split][k] if k in r[split] else r[k] for r in runs], np.float64)
                 row[f"{split}_{k}"] = [round(float(v.mean()), 5), round(float(v.std(ddof=1)) if v.size > 1 else 0.0, 5)]
@@ -199,6 +207,7 @@ def main() -> int:
     import tf_keras as keras
 
     from models import features as F
+    from models.heads import calibration
     from models.rankers import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import in_memory_dataset, vocab_sizes
@@ -220,6 +229,7 @@ def main() -> int:
     jit_compile = None if jit_env == "" else jit_env.lower() in ("1", "true")
     window_s = float(os.environ.get("BENCH_REQUEST_WINDOW_S", "60"))
     calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
+    calibrate = os.environ.get("BENCH_CALIBRATE", "1" if configs.TRAINER.calibrate_click else "0") == "1"
     work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_rankers")
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "rankers.json")
     history_length = configs.HISTORY_LENGTH
@@ -285,6 +295,9 @@ def main() -> int:
                           "ranker_params": config.ranker_params, "steps_per_execution": config.steps_per_execution,
                           "jit_compile": config.jit_compile, "loadavg_before": loadavg_before,
                           "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
+                if calibrate:  # Platt (a, b) on the validation split, then the eval days again
+                    record["calibration_fit"] = calibration.fit_model(model, val_ds)
+                    record["eval_calibrated"] = ranking_metrics(model, *splits["eval"], window_s)
                 # a model reading hist_tab_xf serves only if hist_tab is a serving input (LOG_SIGNALS)
                 if calls and seed == seeds[0] and ("hist_tab_xf" not in model.input_names or F.HISTORY_TAB_ENABLED):
                     export_dir = os.path.join(work, "export", name)

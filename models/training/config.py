@@ -75,6 +75,9 @@ class TrainerConfig:
     # DETERMINISTIC=1 (#34; models/training/determinism.py): deterministic ops, fixed thread
     # pools: the same seed and data give bit-identical weights, at a speed cost
     deterministic: bool = False
+    # Platt calibration of the click logit fitted on the validation split after training (#37,
+    # models/heads/calibration.py); False: the calibration layer stays the identity
+    calibrate_click: bool = False
 
     def __post_init__(self):
         for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs",
@@ -97,7 +100,7 @@ class TrainerConfig:
         if self.input_memory_budget_mb is not None and not self.input_memory_budget_mb > 0:
             raise ValueError(f"TrainerConfig.input_memory_budget_mb must be > 0 or None, "
                              f"got {self.input_memory_budget_mb!r}")
-        for name in ("jit_compile", "input_in_memory", "deterministic"):
+        for name in ("jit_compile", "input_in_memory", "deterministic", "calibrate_click"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TrainerConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.input_examples not in INPUT_EXAMPLES:

@@ -12,6 +12,10 @@ learning rate, attention-weight and quantile-spread diagnostics
 (models/training/diagnostics.py). CREAD uses the EAD thresholds Transform learnt on
 the train split, read from the transform graph's asset, never recomputed.
 
+After training, the click logit's Platt calibration (a, b) is fitted on the validation split
+when `calibrate_click` (models/heads/calibration.py; `<model_run_dir>/calibration.json`); it
+is reset to the identity after a warm start's restore, so fits never stack.
+
 The SavedModel is written by models/training/export.py (signatures `serving_default`,
 `serving_examples`, and `serving_dqc` with the CQE head).
 
@@ -32,6 +36,7 @@ from absl import logging
 import tf_keras as keras
 
 from models.heads import CLICK_OUTPUT
+from models.heads import calibration
 from models.publishing import row_importance
 from models.rankers.registry import build_ranker, check_model_type
 from models.training import determinism
@@ -137,6 +142,7 @@ def run_fn(fn_args):
         callbacks.append(training_diagnostics.TrainingDiagnostics(run_dir, probe_features))
     vocabularies = warm_start.read_vocabularies(tf_transform_output)
     warm = _warm_start(model, strategy, fn_args, config, vocabularies, train_dataset)
+    calibration.reset(model)  # a warm start restored the last fit: train uncalibrated, refit below
     first_batch = {}
     callbacks.append(keras.callbacks.LambdaCallback(  # the first training step's loss
         on_train_batch_end=lambda b, logs: first_batch.setdefault("loss", float((logs or {}).get("loss", "nan")))))
@@ -157,6 +163,14 @@ def run_fn(fn_args):
         conformal_fit = conformal.fit_model_levels(model, validation)
         with tf.io.gfile.GFile(os.path.join(run_dir, "conformal.json"), "w") as f:
             json.dump(conformal_fit, f)
+
+    if config.calibrate_click:  # Platt scaling of the click logit on the validation split (#37)
+        fit = (calibration.fit_model(model, validation) if validation is not None
+               else {"skipped": "no validation split (parameter_server strategy)"})
+        if "skipped" in fit:
+            logging.warning("click calibration skipped: %s", fit["skipped"])
+        with tf.io.gfile.GFile(os.path.join(run_dir, "calibration.json"), "w") as f:
+            json.dump(fit, f)
 
     export_dir = strategies.write_dir(fn_args.serving_model_dir)
     export_serving_model(model, tf_transform_output, config.history_length, export_dir)

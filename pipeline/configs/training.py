@@ -184,6 +184,16 @@ if DETERMINISTIC not in ("0", "1"):
     raise ValueError(f"DETERMINISTIC must be 0 or 1, got {DETERMINISTIC!r}")
 DETERMINISTIC = DETERMINISTIC == "1"
 
+# Click calibration (#37, models/heads/calibration.py): p_click = σ(a·logit + b), (a, b) fitted
+# on the validation split after training and stored in the model (the SavedModel, the
+# Publisher and serving carry it). Without it the eval days' mean predicted / observed CTR
+# was 1.03-1.06 (DIN, 3 seeds, bench/results/rankers_signals.json); with it see
+# bench/results/calibration.json. CALIBRATE_CLICK=0 leaves the layer the identity.
+CALIBRATE_CLICK = os.environ.get("CALIBRATE_CLICK", "1")
+if CALIBRATE_CLICK not in ("0", "1"):
+    raise ValueError(f"CALIBRATE_CLICK must be 0 or 1, got {CALIBRATE_CLICK!r}")
+CALIBRATE_CLICK = CALIBRATE_CLICK == "1"
+
 # Distribution strategy (models/training/strategies.py): "mirrored" (default; all local
 # devices), "multi_worker" (TF_CONFIG) or "parameter_server" (TF_CONFIG; embedding
 # tables bigger than PS_MIN_SHARD_BYTES are split over at most PS_MAX_SHARDS ps tasks;
@@ -221,7 +231,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         ps_max_shards=PS_MAX_SHARDS, warm_start_learning_rate=WARM_START_LEARNING_RATE,
         steps_per_execution=STEPS_PER_EXECUTION, jit_compile=JIT_COMPILE, input_in_memory=INPUT_IN_MEMORY,
         input_memory_budget_mb=INPUT_MEMORY_BUDGET_MB,
-        input_examples=INPUT_EXAMPLES, deterministic=DETERMINISTIC,
+        input_examples=INPUT_EXAMPLES, deterministic=DETERMINISTIC, calibrate_click=CALIBRATE_CLICK,
     )
     return config.replace(**changes) if changes else config
 

@@ -81,6 +81,10 @@ def test_run_fn_trains_and_exports(model_type, input_examples, transformed_files
     assert history["model_type"] == model_type and history["strategy"] == "mirrored"
     assert len(history["history"]["loss"]) == 1 and np.isfinite(history["history"]["loss"][0])
     assert "val_click_prob_auc" in history["history"]
+    # the click calibration (calibrate_click, on by default) was fitted on the 16 validation rows
+    with open(os.path.join(fn_args.model_run_dir, "calibration.json")) as f:
+        fit = json.load(f)
+    assert fit["examples"] == 16 and ("a" in fit) != ("skipped" in fit), fit
     loaded = tf.saved_model.load(fn_args.serving_model_dir)
     raw = {k: tf.constant(v) for k, v in raw_batch(rows[:7], L).items()}
     out = loaded.signatures["serving_default"](**raw)
