@@ -71,6 +71,7 @@ def build_model(work, history_length):
 
     from models import features as F
     from models.preprocessing import preprocessing_fn
+    from models.transform_config import FORCE_TF_COMPAT_V1
     from models.rankers import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import vocab_sizes
@@ -82,7 +83,7 @@ def build_model(work, history_length):
     metadata = dataset_metadata.DatasetMetadata(
         schema_utils.schema_from_feature_spec(F.raw_feature_spec(history_length)))
     out_dir = os.path.join(work, "transform")
-    with tft_beam.Context(temp_dir=os.path.join(work, "tft_tmp"), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=os.path.join(work, "tft_tmp"), force_tf_compat_v1=FORCE_TF_COMPAT_V1):
         transform_fn = (rows, metadata) | tft_beam.AnalyzeDataset(fn)
         _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
     tft_output = tft.TFTransformOutput(out_dir)

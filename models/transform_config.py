@@ -7,6 +7,15 @@ Kept apart from preprocessing.py so the pipeline can build one without importing
 import dataclasses
 from typing import Any, Dict, List
 
+# Transform analyses in a TF1 graph (Transform's ``force_tf_compat_v1``; the tests' and
+# benches' own analyses use the same): in TF2 mode TFT traces preprocessing_fn once per
+# analysis phase and again for the saved function. The tests' 40-row fixture took 17 CPU-s
+# instead of 34 (bench/bench_transform.py), the default pipeline's Transform 34 s instead of
+# 50. The Trainer, the Publisher and serving read the graph through
+# ``TFTransformOutput.transform_features_layer()``, which loads either kind; the values match
+# the TF2 graph's to an ulp (tests/models/test_preprocessing.py compares with numpy).
+FORCE_TF_COMPAT_V1 = True
+
 
 @dataclasses.dataclass(frozen=True)
 class TransformConfig:

@@ -38,7 +38,7 @@ from models.evaluation import tfma as tfma_metrics
 from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
 from models.publishing.config import PublishConfig
 from models.training.config import TrainerConfig
-from models.transform_config import TransformConfig
+from models.transform_config import FORCE_TF_COMPAT_V1, TransformConfig
 
 RUN_MODES = ("batch", "full", "delta")
 CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot
@@ -93,6 +93,9 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
     return tfma.EvalConfig(
         options=options,
         model_specs=[tfma.ModelSpec(
+            # what TFMA finds by loading each model (candidate and baseline) with Keras once
+            # more before it loads them to predict: ~10 s a model (tfma model_util.get_model_type)
+            model_type=tfma.TF_KERAS,
             signature_name="serving_examples",
             label_keys={CLICK_OUTPUT: F.LABEL_CLICK, WATCH_OUTPUT: F.LABEL_WATCH},
         )],
@@ -182,6 +185,7 @@ def create_pipeline(
         # ~30 analyzers).
         disable_statistics=True,
         disable_analyzer_cache=True,
+        force_tf_compat_v1=FORCE_TF_COMPAT_V1,  # a TF1-graph analysis (models/transform_config.py)
     )
     continuous = []  # the span run's resolvers
     if run_mode == "delta":  # the latest transform graph: vocabulary indices stay fixed

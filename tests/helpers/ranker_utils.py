@@ -4,6 +4,7 @@ import os
 import numpy as np
 
 from models import features as F
+from models.transform_config import FORCE_TF_COMPAT_V1
 from pipeline import configs
 
 SMALL_VOCAB = 12
@@ -75,7 +76,7 @@ def build_transform_output(rows, history_length, temp_dir, out_dir):
 
     metadata = dataset_metadata.DatasetMetadata(
         schema_utils.schema_from_feature_spec(F.raw_feature_spec(history_length)))
-    with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=temp_dir, force_tf_compat_v1=FORCE_TF_COMPAT_V1):
         transform_fn = (rows, metadata) | tft_beam.AnalyzeDataset(preprocessing_fn)
         _ = transform_fn | tft_beam.WriteTransformFn(out_dir)
     # the raw schema beside it, as TFX's Transform writes it (tft_output.raw_metadata: the

@@ -8,6 +8,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from models import features as F
+from models.transform_config import FORCE_TF_COMPAT_V1
 from tests.helpers.ranker_utils import configured_preprocessing_fn
 
 L = 4
@@ -50,7 +51,7 @@ def transformed(tmp_path_factory):
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(F.raw_feature_spec(L)))
     temp = str(tmp_path_factory.mktemp("tft"))
     try:
-        with tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
+        with tft_beam.Context(temp_dir=temp, force_tf_compat_v1=FORCE_TF_COMPAT_V1):
             (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
                 configured_preprocessing_fn(), output_record_batches=False)
             out_dir = str(tmp_path_factory.mktemp("tft_out"))
@@ -138,7 +139,7 @@ def test_an_unseen_value_gets_the_one_oov_index_without_hashing(transformed):
     _, tft_output = transformed
     rows = [_row(3, 100, [123456, 101], 1.0, video_type=b"never-seen"), _row(1, 777, [100], 1.0)]
     batch = {k: tf.constant([r[k] for r in rows], dtype=s.dtype) for k, s in F.raw_feature_spec(L).items()}
-    got = {k: v.numpy().tolist() for k, v in tft_output.transform_raw_features(batch).items()}
+    got = {k: v.numpy().tolist() for k, v in tft_output.transform_features_layer()(batch).items()}
     vocab = [v.decode() if isinstance(v, bytes) else v for v in tft_output.vocabulary_by_name("video_id_vocab")]
     oov = len(vocab) + 1
     assert got["hist_video_id_xf"] == [[oov, vocab.index("101") + 1, 0, 0], [vocab.index("100") + 1, 0, 0, 0]]
@@ -176,7 +177,7 @@ def test_every_output_of_the_fixture_against_brute_force(small_transform_output)
     output, rows = small_transform_output
     spec = F.raw_feature_spec(SMALL_L)
     batch = {k: tf.constant([r[k] for r in rows], dtype=s.dtype) for k, s in spec.items()}
-    got = {k: v.numpy() for k, v in output.transform_raw_features(batch).items()}
+    got = {k: v.numpy() for k, v in output.transform_features_layer()(batch).items()}
 
     hist_len = np.array([r["hist_len"] for r in rows])
     mask = np.arange(SMALL_L)[None, :] < hist_len[:, None]

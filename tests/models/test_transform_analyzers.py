@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from models import fused_vocabulary as fv
+from models.transform_config import FORCE_TF_COMPAT_V1
 
 N = 2000
 NUM_QUANTILES, EPSILON = 10, 0.05  # a sketch this coarse gives approximate boundaries on 2000 values
@@ -71,7 +72,7 @@ def analyzed(tmp_path_factory):
         return out
 
     tmp = tmp_path_factory.mktemp("analyzers")
-    with tft_beam.Context(temp_dir=str(tmp / "tmp"), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=str(tmp / "tmp"), force_tf_compat_v1=FORCE_TF_COMPAT_V1):
         (data, _), transform_fn = (raw, meta) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn)
         _ = transform_fn | tft_beam.WriteTransformFn(str(tmp / "tf"))
     return watch, data, tft.TFTransformOutput(str(tmp / "tf"))

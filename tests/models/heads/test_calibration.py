@@ -129,7 +129,7 @@ def test_the_exported_model_serves_the_calibrated_probability(small_transform_ou
     layer.bias.assign(-0.3)
     export_serving_model(model, tft_output, SMALL_L, str(tmp_path / "export"))
     raw = raw_batch(raw_rows(9, SMALL_L, seed=5), SMALL_L)
-    transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
+    transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in raw.items()})
     logit = keras.Model(model.inputs, layer.input)({k: transformed[k] for k in model.input_names}).numpy()
     served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
         **{k: tf.constant(v) for k, v in raw.items() if k in F.SERVING_RAW_FEATURES})["click_prob"].numpy()

@@ -64,7 +64,7 @@ def test_train_export_reload_same_predictions(model_type, params, transform_outp
     tft_output, rows = transform_output
     model = _train(model_type, params, vocab_sizes(tft_output))
     raw = raw_batch(rows, L)
-    transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
+    transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in raw.items()})
     before = model({k: transformed[k] for k in model.input_names}, training=False)
     assert np.all((before["click_prob"].numpy() > 0) & (before["click_prob"].numpy() < 1))
     assert np.all(np.isfinite(before["watch_time_s"].numpy()))
@@ -129,7 +129,7 @@ def test_watch_heads_train_export_reload_same_predictions(model_type, params, wa
     hp = {"watch_head": watch_head, "cqe": dict(configs.CQE, num_quantiles=NUM_Q), "ranking_score": "click_prob * watch_time_s"}
     model = _train(model_type, params, vocab_sizes(tft_output), hp=hp, thresholds=thresholds)
     raw = raw_batch(rows, L)
-    transformed = tft_output.transform_raw_features({k: tf.constant(v) for k, v in raw.items()})
+    transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in raw.items()})
     before = model({k: transformed[k] for k in model.input_names}, training=False)
 
     export_dir = str(tmp_path / "export")

@@ -32,7 +32,7 @@ def transformed_files(small_transform_output, tmp_path_factory):
     spec = F.raw_feature_spec(L)
     dtypes = {"int64": np.int64, "float32": np.float32, "string": object}
     raw = {k: np.array([r[k] for r in rows], dtype=dtypes[v.dtype.name]) for k, v in spec.items()}
-    transformed = {k: v.numpy() for k, v in tft_output.transform_raw_features(
+    transformed = {k: v.numpy() for k, v in tft_output.transform_features_layer()(
         {k: tf.constant(v) for k, v in raw.items()}).items()}
     data_dir = tmp_path_factory.mktemp("examples")
     files = {}

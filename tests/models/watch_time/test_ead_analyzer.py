@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from models.transform_config import FORCE_TF_COMPAT_V1
 from models.watch_time import ead, ead_analyzer
 
 
@@ -33,7 +34,7 @@ def analyzed(tmp_path_factory):
                 "b": tf.tile(tf.reshape(b, [1, -1]), [n, 1]),
                 "y_bucket": tf.reduce_sum(tf.cast(wt[:, None] > th[None, :], tf.int64), 1)}
 
-    with tft_beam.Context(temp_dir=str(tmp_path / "tmp"), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=str(tmp_path / "tmp"), force_tf_compat_v1=FORCE_TF_COMPAT_V1):
         (data, _), transform_fn = (raw, meta) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn)
         _ = transform_fn | tft_beam.WriteTransformFn(str(tmp_path / "tf"))
     return x, data, str(tmp_path / "tf")
@@ -58,8 +59,8 @@ def test_tft_analyzer_matches_pure_function(analyzed):
     assert rep["chosen"] == ref.chosen and len(rep["candidates"]) == len(ref.candidates)
 
     # the thresholds are constants of the exported transform graph (no Beam, no py_function)
-    out = tft.TFTransformOutput(tf_dir).transform_raw_features(
-        {"watch_time_s": tf.constant(x[:5])}, drop_unused_features=True)
+    out = tft.TFTransformOutput(tf_dir).transform_features_layer()(
+        {"watch_time_s": tf.constant(x[:5])})
     np.testing.assert_allclose(out["th"].numpy()[0], th, rtol=0)
     np.testing.assert_array_equal(out["y_bucket"].numpy(), [r["y_bucket"] for r in data[:5]])
 
@@ -138,7 +139,7 @@ def test_thresholds_come_from_the_transform_graph_asset(small_transform_output):
     raw = {k: tf.constant(v) for k, v in raw_batch(rows, L).items()}
     raw[F.LABEL_WATCH] = tf.constant([r[F.LABEL_WATCH] for r in rows], tf.float32)
     raw[F.LABEL_CLICK] = tf.constant([r[F.LABEL_CLICK] for r in rows], tf.int64)
-    out = tft_output.transform_raw_features(raw)
+    out = tft_output.transform_features_layer()(raw)
     y = np.array([r[F.LABEL_WATCH] for r in rows], np.float32)
     np.testing.assert_array_equal(out[F.WATCH_BUCKET_LABEL].numpy(),
                                   (y[:, None] > t.astype(np.float32)[None, :]).sum(1))
