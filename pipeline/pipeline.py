@@ -93,9 +93,11 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
     return tfma.EvalConfig(
         options=options,
         model_specs=[tfma.ModelSpec(
-            # what TFMA finds by loading each model (candidate and baseline) with Keras once
-            # more before it loads them to predict: ~10 s a model (tfma model_util.get_model_type)
-            model_type=tfma.TF_KERAS,
+            # TFMA predicts through this signature. Unnamed, it finds the type by loading each
+            # model (candidate and baseline) with Keras first (tfma model_util.get_model_type:
+            # ~10 s a model), then loads it again to predict; a model whose custom loss Keras
+            # cannot revive (the regression head's log1p_mse) was found generic anyway
+            model_type=tfma.TF_GENERIC,
             signature_name="serving_examples",
             label_keys={CLICK_OUTPUT: F.LABEL_CLICK, WATCH_OUTPUT: F.LABEL_WATCH},
         )],

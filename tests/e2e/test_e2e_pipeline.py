@@ -118,12 +118,13 @@ def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     failed = {(g.output, g.metric, g.kind) for g in evaluation.gates if not g.passed}
     assert ("click_prob", "auc", "change") in failed, evaluation.gates
     overall = evaluation.overall()
-    # Shuffled labels score at chance, below the baseline by more than the gate allows. (A
-    # fixed 0.05 below the baseline failed once: the CLI run's small model scores only
-    # 0.55-0.6 and training is not bit-reproducible across runs: 0.512 vs 0.560 - 0.05.)
+    # Shuffled labels score below the baseline by more than the gate allows, and the model
+    # learnt less: a worse normalized entropy. (Not "at chance": since the 12 signals are
+    # default inputs (#37) a model trained on shuffled labels still maps these informative
+    # features through its random weights, and scored 0.615 once, 0.512 before them.)
     degraded_auc = overall.metrics["click_prob"]["auc"]
-    assert abs(degraded_auc - 0.5) < 0.05
     assert degraded_auc < good_auc - configs.EVAL_GATES["auc_max_drop"]
+    assert overall.metrics["click_prob"]["normalized_entropy"] > overall.baseline["click_prob"]["normalized_entropy"]
     assert overall.baseline["click_prob"]["auc"] == pytest.approx(good_auc, abs=1e-6)
     # The report of the degraded run says so.
     page = open(os.path.join(e2e_utils.newest_report_dir(out), "index.html"), encoding="utf-8").read()
