@@ -73,13 +73,16 @@ def z_scores(columns):
     float64 used as is) that moved the z-scores by an ulp between two Transforms of the same
     rows, so DETERMINISTIC=1 runs differed (#34). Rounded from float64, the two constants
     are the same float32 numbers unless they straddle a rounding boundary (~1e-13 / 6e-8)."""
-    x = tf.stack([tf.reshape(c, [-1]) for c in columns], axis=1)
-    x64 = tf.cast(x, tf.float64)
-    mean = tf.cast(tft.mean(x64, reduce_instance_dims=False), tf.float32)
-    std = tf.sqrt(tf.cast(tft.var(x64, reduce_instance_dims=False), tf.float32))
-    centred = x - mean
-    z = tf.where(std > 0, centred / tf.where(std > 0, std, tf.ones_like(std)), centred)
-    return [tf.reshape(z[:, i], tf.shape(c)) for i, c in enumerate(columns)]
+    # the stack feeds the analyzers only; each column is scaled on its own, so columns of
+    # different batch sizes (serving_rank's user side: one row per request) still work
+    x64 = tf.cast(tf.stack([tf.reshape(c, [-1]) for c in columns], axis=1), tf.float64)
+    means = tf.cast(tft.mean(x64, reduce_instance_dims=False), tf.float32)
+    stds = tf.sqrt(tf.cast(tft.var(x64, reduce_instance_dims=False), tf.float32))
+    out = []
+    for i, x in enumerate(columns):
+        centred, std = x - means[i], stds[i]
+        out.append(tf.where(std > 0, centred / tf.where(std > 0, std, tf.ones_like(std)), centred))
+    return out
 
 
 def _flat(x):

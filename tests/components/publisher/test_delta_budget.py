@@ -132,21 +132,27 @@ def test_publish_sends_a_larger_rung_the_first_rung_or_a_full_version(rankers):
     t = rankers
     full = _publish(t, "A", 300)
     assert full["decision"] == "published" and full["kind"] == "full", full["reason"]
-    # exact gates (no loss at all): the 5 % rung misses the trained model, a larger rung is sent (all
-    # rows with int5 dense passed here; all rows with fp32 dense are the trained weights: no pruning,
-    # fp32 tables), the first that passes
+    # exact gates (no loss at all): the first rung that passes is sent, every earlier one failed. The
+    # 5 % rung usually misses the trained model and a larger rung is sent (all rows with fp32 dense are
+    # the trained weights: no pruning, fp32 tables); on these few rows it can also score no worse than
+    # the trained model (CI, after the Transform/AutoGraph changes of 9a2f619), and then it is sent.
+    # The climb itself is pinned with hand-computed figures by the ladder tests above.
     exact = _publish(t, "B", 301, delta_row_fractions=[1.0], delta_dense_fallbacks=["fp32"], max_ne_loss=0.0,
                      max_auc_drop=0.0, max_xauc_drop=0.0)
     assert exact["kind"] == "delta" and exact["decision"] == "published", (exact["kind_reason"], exact["reason"])
     rungs = [(r["fraction"], r["dense"], r["passed"]) for r in exact["delta_rungs"]]
-    assert rungs[0] == (0.05, "int5_delta", False) and rungs[-1][:2] in [(1.0, "int5_delta"), (1.0, "fp32")], rungs
+    assert rungs[0][:2] == (0.05, "int5_delta"), rungs
+    assert rungs[0][2] or rungs[-1][:2] in [(1.0, "int5_delta"), (1.0, "fp32")], rungs
     assert [p for _, _, p in rungs] == [False] * (len(rungs) - 1) + [True]
+    for r in exact["delta_rungs"]:  # a rung checked in memory passed <=> it is within every gate
+        assert r["passed"] == (r["ne_loss"] <= 0.0 and r["auc_drop"] <= 0.0 and r["xauc_drop"] <= 0.0), r
     assert exact["delta_rungs"][-1]["ne_loss"] <= 0.0 and exact["deltas"]["ne_loss"] <= 0.0
     for k in ("ne_loss", "auc_drop", "xauc_drop"):
         assert exact["delta_rungs"][-1][k] == pytest.approx(exact["deltas"][k], abs=1e-9)
     assert (exact["delta_row_fraction"], exact["delta_dense"]) == rungs[-1][:2]
     manifest = delta_lib.read_manifest(os.path.join(t["base"], "deltas", "301"))
-    assert all(e["rows_sent"] == e["rows_total"] for e in manifest["tables"].values())
+    if rungs[-1][0] == 1.0:
+        assert all(e["rows_sent"] == e["rows_total"] for e in manifest["tables"].values())
     assert exact["delta_full_share"] == pytest.approx(exact["bytes"] / full["bytes"])
     # lenient gates: the first rung (5 % rows + int5 dense) passes in memory and is sent; the
     # in-memory figures are the assembled SavedModel's (same weights, same rows)
