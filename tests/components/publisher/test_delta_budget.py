@@ -162,11 +162,13 @@ def test_publish_sends_a_larger_rung_the_first_rung_or_a_full_version(rankers):
     assert first["delta_row_fraction"] == 0.05 and first["delta_dense"] == "int5_delta"
     for k in ("ne_loss", "auc_drop", "xauc_drop"):
         assert first["delta_rungs"][0][k] == pytest.approx(first["deltas"][k], abs=1e-9)
-    # no rung can carry C on top of 302 (5 % only, exact gates): a full version, the rungs in the report
-    refused = _publish(t, "C", 303, delta_row_fractions=[], delta_dense_fallbacks=[], max_ne_loss=0.0,
-                       max_auc_drop=0.0, max_xauc_drop=0.0)
+    # no rung can carry C on top of 302 (5 % only, under a byte cap no delta meets): a full version, the
+    # rungs in the report. Exact gates cannot force this: on these few rows the 5 % rung on top of 302
+    # can score no worse than the trained model (CI, 2f6b909), and then it is rightly sent.
+    refused = _publish(t, "C", 303, delta_row_fractions=[], delta_dense_fallbacks=[], delta_max_full_share=1e-6)
     assert refused["kind"] == "full" and refused["decision"] == "published", refused["reason"]
     assert "no delta rung passes the gates" in refused["kind_reason"] == refused["delta_refused"]
     assert [r["fraction"] for r in refused["delta_rungs"]] == [0.05] and not refused["delta_rungs"][0]["passed"]
+    assert "of the last full version" in refused["delta_rungs"][0]["reason"]
     st = state_lib.load(t["base"])
     assert st.base_version == 303 and st.runs_since_full == 0
