@@ -52,7 +52,8 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
     logging.info("LogExampleGen: span %s, version %s, inputs\n%s", resolved.span, resolved.version,
                  resolved.fingerprint)
     with beam_pipeline as p:
-        bp.write_log_examples(p, resolved, config, examples.uri, dead_letter.uri)
+        bp.write_log_examples(p, resolved, config, examples.uri, dead_letter.uri,
+                              spill_groups=bp.groups_in_memory(p))
 
     counts = bp.read_counts(dead_letter.uri)
     examples.split_names = artifact_utils.encode_split_names(time_split.SPLIT_NAMES)

@@ -14,12 +14,12 @@ every row of the keys hashed to it (signal_columns.entity_hash), so each pass se
 keys; adding a family to signals.ENTITY_SIGNALS adds its pass here with no other change.
 A tab's rows are one worker's columns (~100 bytes a row).
 """
-from typing import Iterator, Tuple
+from typing import Iterator, Optional, Tuple
 
 import apache_beam as beam
 
 from components.log_example_gen import columns as C
-from components.log_example_gen import signal_columns, signals
+from components.log_example_gen import signal_columns, signals, spill
 
 TAB = "tab"
 
@@ -54,24 +54,28 @@ def _entity_pass(element, delay_ms: int, user_shards: int):
 
 
 class RowSignals(beam.PTransform):
-    """(tab, batch of kept rows: example_batches.signal_rows) -> (user shard, (family, batch of
-    row_id, user_id and the family's signals)) for sig_tab_ctr and every entity family."""
+    """(tab, batch of kept rows: example_batches.signal_rows) -> two PCollections (the tab pass's,
+    the entity passes') of (user shard, (family, batch of row_id, user_id and the family's
+    signals)) for sig_tab_ctr and every entity family; the two
+    groupings go through files under the spill folders when they are set (spill.py)."""
 
-    def __init__(self, label_delay_s: float, prior_ctr: float, user_shards: int, entity_shards: int):
+    def __init__(self, label_delay_s: float, prior_ctr: float, user_shards: int, entity_shards: int,
+                 tab_spill_dir: Optional[str] = None, entity_spill_dir: Optional[str] = None):
         super().__init__()
+        self._spill_dirs = tab_spill_dir, entity_spill_dir
         self._delay_ms = int(round(label_delay_s * 1000))
         self._prior_ctr = prior_ctr
         self._user_shards, self._entity_shards = user_shards, entity_shards
 
     def expand(self, by_tab):
         tab = (by_tab
-               | "GroupByTab" >> beam.GroupByKey()
+               | "GroupByTab" >> spill.GroupByKey(self._spill_dirs[0])
                | "TabPass" >> beam.FlatMap(_tab_pass, self._delay_ms, self._prior_ctr, self._user_shards,
                                            self._entity_shards).with_outputs("entity", main="tab"))
         entity = (tab.entity
-                  | "GroupByEntity" >> beam.GroupByKey()
+                  | "GroupByEntity" >> spill.GroupByKey(self._spill_dirs[1])
                   | "EntityPass" >> beam.FlatMap(_entity_pass, self._delay_ms, self._user_shards))
-        return (tab.tab, entity) | "AllRowSignals" >> beam.Flatten()
+        return tab.tab, entity
 
 
 def family_names():

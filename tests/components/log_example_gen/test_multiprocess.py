@@ -1,6 +1,7 @@
 """LogExampleGen on 2 worker *processes* (DirectRunner ``multi_processing``) gives what one
 in-process worker gives: the same tf.Examples per split, the same dead letters and the
-same counts.json. Each Beam SDK worker is a separate Python process that unpickles the
+same counts.json; so does one worker grouping in memory, as a distributed runner groups
+(the DirectRunner groups through spill files, spill.py), and no spill file is left. Each Beam SDK worker is a separate Python process that unpickles the
 DoFns and side inputs, so this proves the pipeline's functions and config pickle, and that
 no step relies on module-level state filled by the driver or by another bundle (a worker
 that missed it would drop, duplicate or mis-split rows).
@@ -101,11 +102,14 @@ def runs(tmp_path_factory):
     logs = os.path.join(tmp, "logs")
     _write_logs(logs)
     out = {}
-    for name, args in (("one", ONE), ("two", TWO)):
-        with _WorkerProcesses() as workers:
+    for name, args in (("one", ONE), ("two", TWO), ("no_spill", ONE)):
+        with _WorkerProcesses() as workers, pytest.MonkeyPatch.context() as patch:
+            if name == "no_spill":
+                patch.setattr(bp, "groups_in_memory", lambda pipeline: False)
             examples, dead_letter, _ = run_component(os.path.join(tmp, name), logs, beam_args=args, **KNOBS)
         out[name] = dict(examples=_examples(examples.uri), dead_letters=_dead_letters(dead_letter.uri),
-                         counts=bp.read_counts(dead_letter.uri), workers=workers)
+                         counts=bp.read_counts(dead_letter.uri), workers=workers,
+                         left=sorted(os.listdir(examples.uri)))
     return out
 
 
@@ -126,3 +130,11 @@ def test_same_examples_dead_letters_and_counts_as_one_process(runs):
         assert two["examples"][split] == records, split
     assert two["dead_letters"] == one["dead_letters"] and len(one["dead_letters"]) == 1
     assert json.loads(one["dead_letters"][0])["table"] == "log"
+
+
+def test_grouping_in_memory_gives_what_grouping_through_spill_files_gives(runs):
+    one, in_memory = runs["one"], runs["no_spill"]
+    assert in_memory["counts"] == one["counts"]
+    assert in_memory["examples"] == one["examples"] and in_memory["dead_letters"] == one["dead_letters"]
+    for run in runs.values():  # the spill files went with the run's temporary folder
+        assert run["left"] == ["Split-eval", "Split-train", "Split-validation"], run["left"]
