@@ -2,6 +2,11 @@
 
     make bench-scale                  # BENCH_SCALE_ROWS=250000,1000000,4000000 by default
     BENCH_SCALE_ROWS=50000,200000 BENCH_WORK=/tmp/scale make bench-scale   # a quick look
+    BENCH_SCALE_REUSE=1 make bench-scale   # sizes already measured under BENCH_WORK are reused
+
+Each size's result is kept in ``BENCH_WORK/size_<rows>.json`` with the commit it ran
+(``commit``), so a long run can be split across sessions; the exponents then compare sizes
+measured on the commits named there.
 
 For each size the log simulator writes logs of about that many impressions (10 days,
 5 impressions per user-day: users = rows / 50, videos = users / 4, as in the 1M-row run of
@@ -23,7 +28,8 @@ extrapolation of a fit over at most a decade and a half, stated as such.
 
 Writes ``bench/results/scale.json`` (``BENCH_OUT``): ``components`` (one entry per
 component: ``name``, ``rows``, ``seconds``, ``peak_rss_mb`` (lists, one value per size),
-``peak_rss_children_mb``, ``exponent_time``, ``rss_growth``, ``projected_worker_hours_1e8``)
+``peak_rss_children_mb``, ``exponent_time``, ``exponent_cpu_time`` (the same fit on CPU
+seconds), ``rss_growth``, ``projected_worker_hours_1e8``)
 and ``sizes`` (rows, simulator arguments, LogExampleGen's split counts, load averages), and
 a PNG beside it (time and memory against rows, log-log, one line per component).
 """
@@ -120,7 +126,12 @@ def run_size(rows: int, work: str) -> dict:
         print(f"  {rows:>9} rows  {node:<32} {r['seconds']:8.1f} s  {r['peak_rss_mb']:8.0f} MB", flush=True)
     counts = _child("--counts", logs, out)
     return {"rows": counts["rows_read"], "target_rows": rows, "simulator": sim, "counts": counts,
-            "nodes": results}
+            "nodes": results, "commit": _commit()}
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
 
 
 def counts_of(out: str) -> dict:
@@ -145,6 +156,9 @@ def summarize(sizes: list) -> list:
         if len(rows) >= 2:
             k = exponent(rows, seconds)
             entry["exponent_time"] = round(k, 3)
+            cpu = entry["cpu_seconds"]
+            if all(c for c in cpu[-2:]):  # the same fit on CPU seconds: robust to a shared machine
+                entry["exponent_cpu_time"] = round(exponent(rows, cpu), 3)
             entry["rss_growth"] = round(max(rss[-1], 1e-9) / max(rss[0], 1e-9), 3)
             entry["projected_worker_hours_1e8"] = round(
                 seconds[-1] * (TARGET_ROWS / rows[-1]) ** max(k, 1.0) / 3600.0, 2)
@@ -193,8 +207,15 @@ def main(argv=None) -> int:
     os.makedirs(work, exist_ok=True)
     sizes = []
     for rows in sorted(sizes_rows):
+        cached = os.path.join(work, f"size_{rows}.json")
+        if os.environ.get("BENCH_SCALE_REUSE") == "1" and os.path.exists(cached):
+            print(f"[bench-scale] {rows} rows: reusing {cached}", flush=True)
+            sizes.append(json.load(open(cached)))
+            continue
         print(f"[bench-scale] {rows} rows", flush=True)
         sizes.append(run_size(rows, work))
+        with open(cached, "w") as f:
+            json.dump(sizes[-1], f, indent=1)
     import platform
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     result = {"bench": "scale", "machine": f"{cpu}, {os.cpu_count()} cores", "python": platform.python_version(),

@@ -12,17 +12,20 @@ def test_exponent_is_taken_between_the_two_largest_sizes():
     assert bench_scale.exponent([10, 100], [3.0, 30.0]) == pytest.approx(1.0)
 
 
-def _size(rows, seconds, rss):
+def _size(rows, seconds, rss, cpu=None):
     return {"rows": rows, "nodes": [
-        {"name": "LogExampleGen", "seconds": seconds, "peak_rss_mb": rss, "peak_rss_children_mb": 0.0},
+        {"name": "LogExampleGen", "seconds": seconds, "peak_rss_mb": rss, "peak_rss_children_mb": 0.0,
+         "cpu_seconds": cpu},
         {"name": "latest_blessed_model_resolver", "seconds": 1.0, "peak_rss_mb": 100.0, "peak_rss_children_mb": 0.0}]}
 
 
 def test_summarize_fits_each_component():
-    sizes = [_size(250_000, 10.0, 1000.0), _size(1_000_000, 30.0, 1200.0), _size(4_000_000, 120.0, 1400.0)]
+    sizes = [_size(250_000, 10.0, 1000.0, 9.0), _size(1_000_000, 30.0, 1200.0, 20.0),
+             _size(4_000_000, 120.0, 1400.0, 160.0)]
     gen, resolver = bench_scale.summarize(sizes)
     assert gen["name"] == "LogExampleGen" and gen["rows"] == [250_000, 1_000_000, 4_000_000]
     assert gen["exponent_time"] == pytest.approx(1.0)  # 30 -> 120 s for 4x the rows
+    assert gen["exponent_cpu_time"] == pytest.approx(1.5)  # 20 -> 160 CPU-s: 8x for 4x the rows
     assert gen["rss_growth"] == pytest.approx(1.4)
     assert gen["rows_per_s"] == [25_000.0, 33_333.3, 33_333.3]
     # linear extrapolation of 120 s at 4M rows to 1e8 rows: 3000 s
