@@ -45,9 +45,9 @@ import apache_beam as beam
 import numpy as np
 
 from components.log_example_gen import counts as counts_lib
-from components.log_example_gen import (bulk_lines, columns, date_window, example_batches, parse_batch, parsing,
-                                        reading, record_files, row_rules, side_tables, signals_beam, spill,
-                                        time_split, user_batches)
+from components.log_example_gen import (batch_buffer, bulk_lines, columns, date_window, example_batches,
+                                        parse_batch, parsing, reading, record_files, row_rules, side_tables,
+                                        signals_beam, spill, time_split, user_batches)
 from components.log_example_gen import user_examples as ue
 from components.log_example_gen.config import LogExampleGenConfig
 from components.log_example_gen.counts import (COUNTS_FILE, BadRowFractionError,  # noqa: F401 (re-exported)
@@ -140,6 +140,12 @@ class _SelectRows(beam.DoFn):
         self._rule, self._span, self._paths = config.duplicate_rule, config.span_window(), paths
         self._side = None
 
+    def start_bundle(self):
+        self._signal_rows = batch_buffer.BatchBuffer()  # a tab's rows of many user shards in one batch
+
+    def finish_bundle(self):
+        yield from self._signal_rows.finish()
+
     def process(self, element, users, videos, window, split_of_date):
         shard, batches = element
         if self._side is None:
@@ -160,7 +166,7 @@ class _SelectRows(beam.DoFn):
         yield shard, kept
         sig = example_batches.signal_rows(kept, self._side.videos_at(kept["video_id"]))
         for tab, part in columns.split_by(sig, sig["tab"]):
-            yield beam.pvalue.TaggedOutput(_SIGNAL_ROWS, (tab, part))
+            yield from self._signal_rows.add(_SIGNAL_ROWS, tab, part)
 
 
 class _BuildExamples(beam.DoFn):

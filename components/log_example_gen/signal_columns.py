@@ -4,7 +4,8 @@ The equations, the known set K(i) (t_j + D < t_i) and the statistics are those o
 signals.py, which stays the reference (the brute-force tests check it, and
 tests/components/log_example_gen/test_batched.py checks these passes against it):
 
-- ``tab_pass``: one tab's kept rows -> e_tab, w_tab, r_tab per row;
+- ``tab_pass``: one tab's kept rows -> e_tab, w_tab, r_tab per row (``tab_block_pass``:
+  the same, one time block of the tab at a time);
 - ``entity_pass``: rows of many keys of one entity family (signals.ENTITY_SIGNALS)
   -> that family's signals, with signals.ENTITY_STATISTICS applied to arrays;
 - ``user_pass``: many users' kept rows -> the user statistics of signals.user_pass.
@@ -51,13 +52,43 @@ def _row_values(b: C.Batch) -> Dict[str, np.ndarray]:
             "ratio": watch_ratio(b["watch_s"], b["duration_s"])}
 
 
+TAB_SUMS = ("n", "clicks", "watch", "ratio")
+TAB_EVENT_COLUMNS = ("time_ms", "is_click", "watch_s", "duration_s")  # what tab_block_sums / _pass read of events
+
+
 def tab_pass(b: C.Batch, delay_ms: int, prior_ctr: float) -> Dict[str, np.ndarray]:
-    """One tab's rows -> {e_tab, w_tab, r_tab} in the rows' order (signals.tab_pass)."""
-    group = np.zeros(C.length(b), dtype=np.int64)
-    order, _, _, _, s = _known(group, b, delay_ms, _row_values(b))
-    out = {"e_tab": S.smoothed(s["clicks"], s["n"], prior_ctr),
-           "w_tab": _mean(s["watch"], s["n"]), "r_tab": _mean(s["ratio"], s["n"])}
-    return {k: C.unsort(v, order) for k, v in out.items()}
+    """One tab's rows -> {e_tab, w_tab, r_tab} in the rows' order (signals.tab_pass): the
+    tab as one time block with nothing before it (``tab_block_pass``)."""
+    return tab_block_pass(b, b, dict.fromkeys(TAB_SUMS, 0.0), delay_ms, prior_ctr)
+
+
+def tab_block_sums(events: C.Batch) -> Dict[str, float]:
+    """The sums ``tab_block_pass`` adds up, over all rows of ``events`` (one time block)."""
+    values = _row_values(events)
+    return {"n": float(C.length(events)), **{k: float(values[k].sum()) for k in TAB_SUMS[1:]}}
+
+
+def tab_block_pass(events: C.Batch, queries: C.Batch, before: Dict[str, float], delay_ms: int,
+                   prior_ctr: float) -> Dict[str, np.ndarray]:
+    """{e_tab, w_tab, r_tab} of the ``queries`` rows, in their order, from the running sums of
+    their tab over K(i) = {j: t_j < t_i - D}, cut at time blocks [kW, (k+1)W):
+
+        S(i) = before + Σ_{j ∈ events, t_j < t_i - D} v_j
+
+    where every query's t_i - D falls in one block, ``events`` are the tab's rows in that
+    block and ``before`` the sums of ``tab_block_sums`` over all its earlier blocks (the
+    time-blocked tab pass of signals_beam.py, whose memory is one block's, not the tab's)."""
+    if not C.length(queries):
+        return {k: np.zeros(0) for k in ("e_tab", "w_tab", "r_tab")}
+    times = events.get("time_ms", np.zeros(0, dtype=np.int64))
+    order = np.argsort(times, kind="stable")
+    known = np.searchsorted(times[order], queries["time_ms"].astype(np.int64) - delay_ms, side="left")
+    s = {"n": before["n"] + known.astype(np.float64)}
+    values = _row_values(events) if len(times) else {k: np.zeros(0) for k in TAB_SUMS[1:]}
+    for k in TAB_SUMS[1:]:
+        s[k] = before[k] + np.concatenate([[0.0], np.cumsum(values[k][order])])[known]
+    return {"e_tab": S.smoothed(s["clicks"], s["n"], prior_ctr),
+            "w_tab": _mean(s["watch"], s["n"]), "r_tab": _mean(s["ratio"], s["n"])}
 
 
 def entity_key(family: str, b: C.Batch) -> np.ndarray:

@@ -3,23 +3,30 @@ signal_columns.py: the passes on arrays).
 
 ::
 
-  kept rows as (tab, batch) ─GroupByKey─► tab pass ─► e_tab, w_tab, r_tab per row
-        ├─► (user shard, ('tab', row_id + sig_tab_ctr))
-        └─► ((family, entity shard), batch) ─GroupByKey─► entity pass (signals.ENTITY_SIGNALS)
-                                              ─► (user shard, (family, row_id + its signals))
+  kept rows as (tab, batch) ─► ((tab, time block), event / query rows)
+        │  event: a row in its block k = ⌊t / W⌋;  query: a row in block ⌊(t − D) / W⌋
+        ├─► block sums of the events ─CombinePerKey─► side input: each tab's sums before block k
+        └─GroupByKey─► tab block pass (signal_columns.tab_block_pass) ─► e_tab, w_tab, r_tab per row
+              ├─► (user shard, ('tab', row_id + sig_tab_ctr))
+              └─► ((family, entity shard), batch) ─GroupByKey─► entity pass (signals.ENTITY_SIGNALS)
+                                                  ─► (user shard, (family, row_id + its signals))
 
-The output is keyed by the user shard so beam_pipeline.py joins it to the users' rows
+The tab pass is cut into time blocks of W = ``TAB_BLOCK_MS``: a row's known set
+K(i) = {j: t_j < t_i − D} is every row of its tab in the blocks before ⌊(t_i − D) / W⌋ (their
+sums, a side input of a few numbers per block) plus that block's rows before t_i − D, so a
+worker holds one tab-hour, not the tab (one tab is ~74 % of the simulated log). The output is
+keyed by the user shard so beam_pipeline.py joins it to the users' rows
 (CoGroupByKey) and example_batches.py adds the user statistics. An entity shard holds
 every row of the keys hashed to it (signal_columns.entity_hash), so each pass sees whole
 keys; adding a family to signals.ENTITY_SIGNALS adds its pass here with no other change.
-A tab's rows are one worker's columns (~100 bytes a row).
 """
 from typing import Iterator, Optional, Tuple
 
 import apache_beam as beam
+import numpy as np
 
 from components.log_example_gen import columns as C
-from components.log_example_gen import signal_columns, signals, spill
+from components.log_example_gen import batch_buffer, signal_columns, signals, spill
 
 TAB = "tab"
 
@@ -35,15 +42,87 @@ def _by_user_shard(family: str, out: C.Batch, user_shards: int) -> Iterator[Tupl
         yield shard, (family, part)
 
 
-def _tab_pass(element, delay_ms: int, prior_ctr: float, user_shards: int, entity_shards: int):
-    _, batches = element
-    b = C.concat(batches)
-    b.update(signal_columns.tab_pass(b, delay_ms, prior_ctr))
-    yield from _by_user_shard(TAB, _signal_batch(b, {"sig_tab_ctr": b["e_tab"]}), user_shards)
-    for family in signals.ENTITY_SIGNALS:
-        keys = C.shard_of(signal_columns.entity_hash(family, b), entity_shards)
-        for shard, part in C.split_by(b, keys):
-            yield beam.pvalue.TaggedOutput("entity", ((family, shard), part))
+TAB_BLOCK_MS = 3_600_000  # W: an hour of one tab per tab-pass group
+_EVENT, _QUERY = "event", "query"
+
+
+def _tab_blocks(element, delay_ms: int):
+    """(tab, batch) -> ((tab, block), (event, rows of the block)) and ((tab, block), (query,
+    rows whose t - D falls in it)); an event carries only what the block sums need."""
+    tab, b = element
+    for block, part in C.split_by(b, b["time_ms"].astype(np.int64) // TAB_BLOCK_MS):
+        yield (tab, block), (_EVENT, {k: part[k] for k in signal_columns.TAB_EVENT_COLUMNS})
+    for block, part in C.split_by(b, (b["time_ms"].astype(np.int64) - delay_ms) // TAB_BLOCK_MS):
+        yield (tab, block), (_QUERY, part)
+
+
+def _block_sums(element):
+    key, (kind, part) = element
+    if kind == _EVENT:
+        yield key, signal_columns.tab_block_sums(part)
+
+
+def _add_sums(sums) -> dict:
+    total = dict.fromkeys(signal_columns.TAB_SUMS, 0.0)
+    for s in sums:
+        for k in total:
+            total[k] += s[k]
+    return total
+
+
+class _SumsBefore:
+    """Each tab's sums over its blocks before k, from the ((tab, block), sums) of every block."""
+
+    def __init__(self, block_sums):
+        per_tab = {}
+        for (tab, block), sums in sorted(block_sums):
+            per_tab.setdefault(tab, []).append((block, sums))
+        self._tabs = {}
+        for tab, rows in per_tab.items():
+            cum = np.cumsum([[0.0] * len(signal_columns.TAB_SUMS)]
+                            + [[s[k] for k in signal_columns.TAB_SUMS] for _, s in rows], axis=0)
+            self._tabs[tab] = (np.array([b for b, _ in rows], dtype=np.int64), cum)
+
+    def before(self, tab, block: int) -> dict:
+        blocks, cum = self._tabs.get(tab, (np.zeros(0, dtype=np.int64), np.zeros((1, len(signal_columns.TAB_SUMS)))))
+        row = cum[int(np.searchsorted(blocks, block, side="left"))]
+        return dict(zip(signal_columns.TAB_SUMS, row.tolist()))
+
+
+class _TabBlockPass(beam.DoFn):
+    """((tab, block), event and query rows) -> sig_tab_ctr per user shard; the query rows with
+    e_tab, w_tab, r_tab per entity shard (tagged ``entity``)."""
+
+    def __init__(self, delay_ms: int, prior_ctr: float, user_shards: int, entity_shards: int):
+        self._delay_ms, self._prior_ctr = delay_ms, prior_ctr
+        self._user_shards, self._entity_shards = user_shards, entity_shards
+        self._before = None
+
+    def start_bundle(self):
+        self._out = batch_buffer.BatchBuffer(shape=lambda shard, b: (shard, (TAB, b)))
+
+    def finish_bundle(self):
+        yield from self._out.finish()
+
+    def process(self, element, block_sums):
+        if self._before is None:  # the side input is the same for every element of a run
+            self._before = _SumsBefore(block_sums)
+        (tab, block), values = element
+        events, queries = [], []
+        for kind, part in values:
+            (events if kind == _EVENT else queries).append(part)
+        b = C.concat(queries)
+        if not C.length(b):
+            return
+        b.update(signal_columns.tab_block_pass(C.concat(events), b, self._before.before(tab, block),
+                                               self._delay_ms, self._prior_ctr))
+        out = _signal_batch(b, {"sig_tab_ctr": b["e_tab"]})
+        for shard, part in C.split_by(out, C.shard_of(out["user_id"], self._user_shards)):
+            yield from self._out.add(None, shard, part)
+        for family in signals.ENTITY_SIGNALS:
+            keys = C.shard_of(signal_columns.entity_hash(family, b), self._entity_shards)
+            for shard, part in C.split_by(b, keys):
+                yield from self._out.add("entity", (family, shard), part)
 
 
 def _entity_pass(element, delay_ms: int, user_shards: int):
@@ -68,10 +147,15 @@ class RowSignals(beam.PTransform):
         self._user_shards, self._entity_shards = user_shards, entity_shards
 
     def expand(self, by_tab):
-        tab = (by_tab
-               | "GroupByTab" >> spill.GroupByKey(self._spill_dirs[0])
-               | "TabPass" >> beam.FlatMap(_tab_pass, self._delay_ms, self._prior_ctr, self._user_shards,
-                                           self._entity_shards).with_outputs("entity", main="tab"))
+        blocks = by_tab | "TabBlocks" >> beam.FlatMap(_tab_blocks, self._delay_ms)
+        block_sums = (blocks
+                      | "BlockSums" >> beam.FlatMap(_block_sums)
+                      | "SumPerBlock" >> beam.CombinePerKey(_add_sums))
+        tab = (blocks
+               | "GroupByTabBlock" >> spill.GroupByKey(self._spill_dirs[0])
+               | "TabPass" >> beam.ParDo(_TabBlockPass(self._delay_ms, self._prior_ctr, self._user_shards,
+                                                       self._entity_shards), beam.pvalue.AsList(block_sums))
+               .with_outputs("entity", main="tab"))
         entity = (tab.entity
                   | "GroupByEntity" >> spill.GroupByKey(self._spill_dirs[1])
                   | "EntityPass" >> beam.FlatMap(_entity_pass, self._delay_ms, self._user_shards))

@@ -55,6 +55,41 @@ def test_columnar_passes_match_brute_force(delay_ms):
             assert got[name] == pytest.approx(want, rel=1e-9, abs=1e-12), name
 
 
+@pytest.mark.parametrize("delay_ms", [0, 1_000, 5_400_000])  # none, inside a block, past the next block
+def test_time_blocked_tab_pass_equals_the_whole_tab_pass(delay_ms):
+    """signals_beam's tab pass by hour blocks (side input: the sums before each block) gives
+    signal_columns.tab_pass over the whole tab, ties and block edges included."""
+    from components.log_example_gen import signals_beam as SB
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    w = SB.TAB_BLOCK_MS
+    times = rng.integers(0, 6 * w, n)
+    times[:40] = w * rng.integers(1, 5, 40)  # rows exactly on block edges
+    times[40:80] = times[80:120] + delay_ms  # rows whose t - D equals another row's t (a tie: excluded)
+    b = {"time_ms": times.astype(np.int64), "row_id": np.arange(n, dtype=np.int64),
+         "is_click": rng.integers(0, 2, n), "watch_s": rng.exponential(10.0, n),
+         "duration_s": rng.uniform(1.0, 60.0, n), "pos": np.arange(n)}
+    want = signal_columns.tab_pass(b, delay_ms, 0.3)
+    groups, sums = {}, []
+    for key, value in SB._tab_blocks((5, b), delay_ms):
+        groups.setdefault(key, []).append(value)
+        sums += list(SB._block_sums((key, value)))
+    assert len({k for k, _ in sums}) == len(sums)  # one event part per block
+    before = SB._SumsBefore([(k, SB._add_sums([s])) for k, s in sums])
+    got = {k: np.full(n, np.nan) for k in want}
+    for (tab, block), values in groups.items():
+        events = C.concat([p for kind, p in values if kind == SB._EVENT])
+        queries = C.concat([p for kind, p in values if kind == SB._QUERY])
+        if C.length(queries):
+            for k, v in signal_columns.tab_block_pass(events, queries, before.before(tab, block), delay_ms,
+                                                      0.3).items():
+                got[k][queries["pos"]] = v
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-12, atol=1e-12, err_msg=k)
+    assert len(groups) > 5
+
+
 @pytest.mark.parametrize("min_watch_s", [0.0, 5.0])
 def test_columnar_histories_match_build_histories(min_watch_s):
     rng = random.Random(5)

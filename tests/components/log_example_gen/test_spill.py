@@ -1,6 +1,6 @@
 """spill.py: GroupByKey / CoGroupByKey through files give what Beam's own give, whatever the
 buffer size (one file per key and bundle, or one per value), and a value comes back
-equal to what went in (numpy batches, tuples)."""
+equal to what went in (numpy batches, tuples); batch_buffer.py joins a key's batches."""
 import os
 
 import apache_beam as beam
@@ -59,3 +59,22 @@ def test_cogroup_through_files_merges_tags_like_beam(tmp_path):
                       | spill.CoGroupByKey(spill_dir, tags={"r1": "r", "r2": "r"}, max_bytes=1)
                       | beam.Map(canonical))
             assert_that(joined, equal_to(expected), label=name)
+
+
+def test_batch_buffer_joins_a_keys_batches_and_emits_the_rest_at_the_end():
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    from components.log_example_gen.batch_buffer import BatchBuffer
+
+    buf = BatchBuffer(max_rows=5, shape=lambda k, b: (k, ("tab", b)))
+    part = lambda *v: {"x": np.array(v)}  # noqa: E731
+    assert list(buf.add(None, 1, part(1, 2))) == [] and list(buf.add("entity", 2, part(3))) == []
+    assert list(buf.add(None, 1, part())) == []  # empty batches are not held
+    drained = list(buf.add(None, 1, part(4, 5, 6)))  # 6 rows held > 5: every key drained
+    [(key, (family, batch)), tagged] = [d for d in drained]
+    assert (key, family, batch["x"].tolist()) == (1, "tab", [1, 2, 4, 5, 6])
+    assert tagged.tag == "entity" and tagged.value[0] == 2 and tagged.value[1]["x"].tolist() == [3]  # no shape
+    assert list(buf.add(None, 3, part(7))) == []
+    [last] = list(buf.finish())
+    assert isinstance(last, WindowedValue) and last.value[0] == 3 and last.value[1][1]["x"].tolist() == [7]
+    assert list(buf.finish()) == []
