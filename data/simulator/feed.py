@@ -36,15 +36,30 @@ def day_start_ms(day: dt.date) -> int:
     return epoch_days * DAY_MS - UTC_OFFSET_MS
 
 
+DENSE_DOT_LIMIT = 200_000_000  # users x videos up to which u . v is one matrix (1M-row bench logs: 1e8)
+DOT_CHUNK_USERS = 1024
+
+
+def user_video_dot(taste, vec):
+    """``dot(a, b)`` -> the (b - a, videos) rows of u_i . v_j for users a..b-1: slices of one
+    matrix product up to DENSE_DOT_LIMIT elements (the logs of every smaller size stay bit
+    for bit what they were), above it computed per chunk of users, so a 4M-row log (80k x
+    20k: 12.8 GB as one float64 matrix) needs one chunk at a time."""
+    if taste.shape[0] * vec.shape[0] <= DENSE_DOT_LIMIT:
+        full = taste @ vec.T
+        return lambda a, b: full[a:b]
+    return lambda a, b: taste[a:b] @ vec.T
+
+
 def sample_exposure(dot, activity, popularity, days: Sequence[dt.date],
                     impressions_per_user_day: float, params: SimParams, rng):
     """Impressions per user-day and the videos shown.
 
-    ``dot`` is the (users, videos) matrix of ``u_i . v_j``. Returns ``counts``
-    (users, days) and the flat ``user_idx``, ``video_idx`` of the impressions,
-    user by user, each user's impressions in day order.
+    ``dot(a, b)`` gives the rows a..b-1 of the (users, videos) matrix of ``u_i . v_j``
+    (``user_video_dot``). Returns ``counts`` (users, days) and the flat ``user_idx``,
+    ``video_idx`` of the impressions, user by user, each user's impressions in day order.
     """
-    num_users, num_videos = dot.shape
+    num_users, num_videos = len(activity), len(popularity)
     num_days = len(days)
     day_w = WEEKDAY_WEIGHT[[d.weekday() for d in days]]
     day_w = day_w / day_w.mean()
@@ -58,13 +73,15 @@ def sample_exposure(dot, activity, popularity, days: Sequence[dt.date],
     cum = np.cumsum(counts, axis=1)
     counts = np.minimum(counts, np.maximum(max_per_user - (cum - counts), 0))
 
-    log_w = np.log(popularity)[None, :] + params.exposure_temperature * dot
+    log_pop = np.log(popularity)[None, :]
     rows_u, rows_v = [], []
     for i in range(num_users):
+        if i % DOT_CHUNK_USERS == 0:
+            log_w = log_pop + params.exposure_temperature * dot(i, i + DOT_CHUNK_USERS)
         n_i = int(counts[i].sum())
         if n_i == 0:
             continue
-        g = log_w[i] + rng.gumbel(size=num_videos)
+        g = log_w[i % DOT_CHUNK_USERS] + rng.gumbel(size=num_videos)
         chosen = np.argsort(-g, kind="stable")[:n_i]
         chosen = rng.permutation(chosen)
         rows_u.append(np.full(n_i, i))

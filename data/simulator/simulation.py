@@ -27,6 +27,17 @@ from data.simulator.users import make_users
 from data.simulator.videos import make_videos
 
 
+def _dot_at(dot, u_idx, v_idx):
+    """u . v of each impression, read from ``dot``'s rows one chunk of users at a time
+    (impressions come user by user)."""
+    out = np.empty(len(u_idx))
+    for a in range(0, int(u_idx.max()) + 1 if len(u_idx) else 0, feed.DOT_CHUNK_USERS):
+        lo, hi = np.searchsorted(u_idx, [a, a + feed.DOT_CHUNK_USERS])
+        if hi > lo:
+            out[lo:hi] = dot(a, a + feed.DOT_CHUNK_USERS)[u_idx[lo:hi] - a, v_idx[lo:hi]]
+    return out
+
+
 def simulate(out_dir: str, num_users: int = 300, num_videos: int = 400, num_days: int = 6,
              impressions_per_user_day: float = 6.0, seed: int = 7,
              start_date: str = "2022-04-25", params: Optional[SimParams] = None) -> Dict:
@@ -51,11 +62,11 @@ def simulate(out_dir: str, num_users: int = 300, num_videos: int = 400, num_days
         num_videos, start, params, rng_video)
 
     days = [start + dt.timedelta(days=k) for k in range(num_days)]
-    dot = taste @ vec.T
+    dot = feed.user_video_dot(taste, vec)
     counts, u_idx, v_idx = feed.sample_exposure(
         dot, activity, popularity, days, impressions_per_user_day, params, rng_expo)
 
-    affinity = dot[u_idx, v_idx] + user_bias[u_idx] + video_bias[v_idx]
+    affinity = _dot_at(dot, u_idx, v_idx) + user_bias[u_idx] + video_bias[v_idx]
     dur_ms = duration_ms[v_idx]
     wp = interactions.WatchParams.from_affinity(affinity, dur_ms / 1000.0, params)
     is_click, watch_s = interactions.sample_watch_time(wp, params, rng_outcome)
