@@ -143,14 +143,19 @@ def counts_of(out: str) -> dict:
 
 
 def summarize(sizes: list) -> list:
-    rows = [s["rows"] for s in sizes]
+    """One entry per component (by name, in the order of its first appearance), over the sizes
+    it was measured at (a size run only up to some node lists only those)."""
+    names = list(dict.fromkeys(n["name"] for s in sizes for n in s["nodes"]))
     components = []
-    for i, name in enumerate(n["name"] for n in sizes[0]["nodes"]):
-        seconds = [s["nodes"][i]["seconds"] for s in sizes]
-        rss = [s["nodes"][i]["peak_rss_mb"] for s in sizes]
+    for name in names:
+        measured = [(s["rows"], n) for s in sizes for n in s["nodes"] if n["name"] == name]
+        rows = [r for r, _ in measured]
+        nodes = [n for _, n in measured]
+        seconds = [n["seconds"] for n in nodes]
+        rss = [n["peak_rss_mb"] for n in nodes]
         entry = {"name": name, "rows": rows, "seconds": seconds, "peak_rss_mb": rss,
-                 "peak_rss_children_mb": [s["nodes"][i]["peak_rss_children_mb"] for s in sizes],
-                 "cpu_seconds": [s["nodes"][i].get("cpu_seconds") for s in sizes],
+                 "peak_rss_children_mb": [n["peak_rss_children_mb"] for n in nodes],
+                 "cpu_seconds": [n.get("cpu_seconds") for n in nodes],
                  "rows_per_s": [round(r / t, 1) for r, t in zip(rows, seconds)],
                  "bookkeeping": any(k in name for k in _SKIP)}
         if len(rows) >= 2:

@@ -45,3 +45,12 @@ def test_simulator_args_give_about_the_asked_rows():
     assert args["num_users"] == 20_000 and args["num_videos"] == 5_000  # the 1M-row run
     expected = args["num_users"] * args["num_days"] * args["impressions_per_user_day"]
     assert math.isclose(expected, 1_000_000)
+
+
+def test_a_component_missing_at_a_size_is_fitted_on_the_sizes_it_ran():
+    big = _size(4_000_000, 120.0, 1400.0)
+    big["nodes"] = big["nodes"][:1]  # a partial run: only LogExampleGen at 4M
+    gen, resolver = bench_scale.summarize([_size(250_000, 10.0, 1000.0), _size(1_000_000, 30.0, 1200.0), big])
+    assert gen["rows"] == [250_000, 1_000_000, 4_000_000] and gen["exponent_time"] == pytest.approx(1.0)
+    assert resolver["rows"] == [250_000, 1_000_000] and resolver["exponent_time"] == pytest.approx(0.0)
+    assert resolver["rss_growth"] == pytest.approx(1.0)
