@@ -76,7 +76,7 @@ def log_headers(files: List[Tuple[str, int]]) -> Dict[str, List[str]]:
     return headers
 
 
-SHARD_BYTES = 8 << 20  # log bytes per user shard (and per entity shard)
+SHARD_BYTES = 4 << 20  # log bytes per user (and entity) shard: ~55k simulated rows, what a worker holds
 MIN_SHARDS = 16  # enough shards to keep every worker busy on a small log
 _COUNT, _DATES, _SIGNAL_ROWS = "count", "dates", "signal_rows"
 
