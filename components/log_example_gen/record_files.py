@@ -72,7 +72,7 @@ class ShardWriter:
     def __init__(self, path: str, tmp: str, gzip: bool = True):
         self.path, self.count = path, 0
         self._temp = os.path.join(tmp, f"{uuid.uuid4().hex}-{os.path.basename(path)}")
-        _ensure_dir(tmp)
+        ensure_dir(tmp)
         self._file = FileSystems.create(self._temp, compression_type="uncompressed")
         self._zip = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31) if gzip else None
 
@@ -87,12 +87,12 @@ class ShardWriter:
         if self._zip:
             self._file.write(self._zip.flush())
         self._file.close()
-        _ensure_dir(os.path.dirname(self.path))
+        ensure_dir(os.path.dirname(self.path))
         FileSystems.rename([self._temp], [self.path])
         return self.path
 
 
-def _ensure_dir(path: str) -> None:
+def ensure_dir(path: str) -> None:
     if not FileSystems.exists(path):
         try:
             FileSystems.mkdirs(path)

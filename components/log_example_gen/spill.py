@@ -28,6 +28,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+from components.log_example_gen import record_files
+
 MAX_BUFFER_BYTES = 64 << 20  # pickled values a bundle holds before it writes them out
 
 
@@ -70,11 +72,8 @@ class _Spill(beam.DoFn):
             yield WindowedValue(kv, GlobalWindow().max_timestamp(), [GlobalWindow()])
 
     def _flush(self):
-        if self._buffers and not FileSystems.exists(self._dir):
-            try:
-                FileSystems.mkdirs(self._dir)
-            except IOError:  # made meanwhile by another bundle
-                pass
+        if self._buffers:
+            record_files.ensure_dir(self._dir)
         for key, parts in self._buffers.items():
             path = os.path.join(self._dir, f"{uuid.uuid4().hex}.pkl")
             with FileSystems.create(path, compression_type="uncompressed") as f:
