@@ -9,7 +9,8 @@ base holds only numeric versions and `deltas/`). Written only when full_every > 
                  fingerprints       config (pruning/quantization knobs), transform (the
                                     Transform output's files: vocabularies, analyzer
                                     constants, the graph the assembled versions reuse),
-                                    graph (op counts + signatures of the published graph)
+                                    graph (op counts, signatures and constants of the
+                                    published graph: graph_fingerprint)
                  keys               {table: {values|scale_bias|remap: checkpoint key}}
                  source_model       the Model artifact URI base_version was published from
                                     (a delta only for a model that continues it: freshness.py)
@@ -127,8 +128,13 @@ def file_fingerprint(root: str) -> str:
 
 
 def graph_fingerprint(saved_model_dir: str) -> str:
-    """sha256 of the op-type counts of every function and the signatures' input/output
-    specs: equal for two exports of the same model code (function names differ)."""
+    """sha256 of the op-type counts of every function, the signatures' input/output specs
+    and the set of distinct constants the top-level graph holds: equal for two exports of
+    the same model code (function names differ). The top-level constants are the tensors
+    the functions captured (and the saver's object graph); TF saves each captured tensor
+    once, and an export early in a process captures two equal scalars where a later one
+    captures one (measured: the first export of a ranker in a process holds two float32
+    1.0 constants, the next ones one), so they count by value, not by number."""
     from collections import Counter
 
     from tensorflow.core.protobuf import saved_model_pb2
@@ -137,14 +143,16 @@ def graph_fingerprint(saved_model_dir: str) -> str:
     with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
         sm.ParseFromString(f.read())
     meta = sm.meta_graphs[0]
-    ops = Counter(n.op for n in meta.graph_def.node)
+    ops = Counter(n.op for n in meta.graph_def.node if n.op != "Const")
     for fn in meta.graph_def.library.function:
         ops.update(n.op for n in fn.node_def)
+    constants = sorted({hashlib.sha256(n.attr["value"].tensor.SerializeToString(deterministic=True)).hexdigest()
+                        for n in meta.graph_def.node if n.op == "Const"})
     sigs = {}
     for name, sig in meta.signature_def.items():
         sigs[name] = {side: {k: [int(v.dtype), [d.size for d in v.tensor_shape.dim]]
                              for k, v in getattr(sig, side).items()} for side in ("inputs", "outputs")}
-    return hashlib.sha256(json.dumps([sorted(ops.items()), sigs], sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([sorted(ops.items()), sigs, constants], sort_keys=True).encode()).hexdigest()
 
 
 def config_fingerprint(config) -> str:
