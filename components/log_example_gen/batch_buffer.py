@@ -19,6 +19,14 @@ from components.log_example_gen import columns as C
 MAX_ROWS = 500_000
 
 
+def in_global_window(out):
+    """An output of ``finish_bundle`` (a value or a ``TaggedOutput``): Beam wants it windowed,
+    and every collection of LogExampleGen is in the global window."""
+    tag, value = (out.tag, out.value) if isinstance(out, beam.pvalue.TaggedOutput) else (None, out)
+    windowed = WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
+    return windowed if tag is None else beam.pvalue.TaggedOutput(tag, windowed)
+
+
 class BatchBuffer:
     """``add(tag, key, batch)`` -> outputs to yield from ``process``; ``finish()`` -> outputs to
     yield from ``finish_bundle``. An output is ``shape(key, batch)`` (default ``(key, batch)``)
@@ -40,9 +48,7 @@ class BatchBuffer:
 
     def finish(self) -> Iterator[Any]:
         for out in self._drain():
-            tag, value = (out.tag, out.value) if isinstance(out, beam.pvalue.TaggedOutput) else (None, out)
-            windowed = WindowedValue(value, GlobalWindow().max_timestamp(), [GlobalWindow()])
-            yield windowed if tag is None else beam.pvalue.TaggedOutput(tag, windowed)
+            yield in_global_window(out)
 
     def _drain(self) -> Iterator[Any]:
         parts, self._parts, self._held = self._parts, {}, 0

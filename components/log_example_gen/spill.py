@@ -25,10 +25,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.windowed_value import WindowedValue
 
-from components.log_example_gen import record_files
+from components.log_example_gen import batch_buffer, record_files
 
 MAX_BUFFER_BYTES = 64 << 20  # pickled values a bundle holds before it writes them out
 
@@ -69,7 +67,7 @@ class _Spill(beam.DoFn):
 
     def finish_bundle(self):
         for kv in self._flush():
-            yield WindowedValue(kv, GlobalWindow().max_timestamp(), [GlobalWindow()])
+            yield batch_buffer.in_global_window(kv)
 
     def _flush(self):
         if self._buffers:
