@@ -80,7 +80,8 @@ def choose(config, base_vars: dict, make: Callable[[float, str, str], tuple], sc
         _, tables, dense_arrays = delta_lib.read_delta(out)
         row.update({k: float(v) for k, v in check(delta_lib.apply_delta(base_vars, manifest, tables,
                                                                         dense_arrays)).items()})
-        failures = verification.gate_failures(row, config.max_ne_loss, config.max_auc_drop, config.max_xauc_drop)
+        failures = verification.gate_failures(row, config.max_ne_loss, config.max_auc_drop, config.max_xauc_drop,
+                                              config.auc_drop_z)
         row.update(passed=not failures, reason="; ".join(failures) or "every gate passed in memory")
         if not failures:
             return d, manifest, out, reports

@@ -98,7 +98,7 @@ def choose_fraction(config: PublishConfig, sweep_rows: list) -> PublishConfig:
     return config.replace(prune_fraction=candidate_fractions(config, sweep_rows)[0])
 
 
-def candidate_check(y: dict, serialized: List[bytes], trained_metrics: dict):
+def candidate_check(y: dict, serialized: List[bytes], trained_metrics: dict, trained_pred: dict):
     """check(saved_model_dir, weights) -> NE loss / AUC drop / XAUC drop of `weights` (a
     checkpoint {key: array} of that SavedModel's layout, e.g. an assembled N + delta) against
     the trained model on the verification rows: the SavedModel is loaded once and the
@@ -117,8 +117,8 @@ def candidate_check(y: dict, serialized: List[bytes], trained_metrics: dict):
             prefix = os.path.join(tmp, "variables")
             write_checkpoint(prefix, weights)
             tf.train.Checkpoint(root=loaded["model"]).read(prefix).assert_existing_objects_matched()
-        candidate = verification.model_metrics(y, verification.score(loaded["model"].signatures, serialized))
-        return verification.compare(trained_metrics, candidate)
+        pred = verification.score(loaded["model"].signatures, serialized)
+        return verification.compare(trained_metrics, verification.model_metrics(y, pred), y, trained_pred, pred)
 
     return check
 
@@ -149,7 +149,8 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
         raise ValueError(f"no eval examples in {eval_files}: cannot verify the published model")
     y = verification.labels(serialized)
     trained = tf.saved_model.load(trained_model_dir)
-    trained_metrics = verification.model_metrics(y, verification.score(trained.signatures, serialized))
+    trained_pred = verification.score(trained.signatures, serialized)
+    trained_metrics = verification.model_metrics(y, trained_pred)
     report = {"config": config.to_json_dict(), "trained_model": trained_model_dir, "serving_base": serving_base,
               "eval_examples": len(serialized), "trained": trained_metrics,
               "trained_variables_bytes": rewrite.variables_bytes(trained_model_dir)}
@@ -157,12 +158,13 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
     def verify(path: str) -> None:
         """The published (or assembled) model at `path` against the trained one."""
         published = tf.saved_model.load(path)
-        report["published"] = verification.model_metrics(y, verification.score(published.signatures, serialized))
-        report["deltas"] = verification.compare(trained_metrics, report["published"])
+        published_pred = verification.score(published.signatures, serialized)
+        report["published"] = verification.model_metrics(y, published_pred)
+        report["deltas"] = verification.compare(trained_metrics, report["published"], y, trained_pred, published_pred)
         report.update(verification.golden_replay(trained.signatures, published.signatures,
                                                  golden_instances(serialized, config.golden_requests)))
         failures = verification.gate_failures(report["deltas"], config.max_ne_loss, config.max_auc_drop,
-                                              config.max_xauc_drop)
+                                              config.max_xauc_drop, config.auc_drop_z)
         if failures:
             raise PublishRefused("; ".join(failures))
 
@@ -172,7 +174,7 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
         try:
             report.update(freshness.publish_delta(
                 serving_base, state, config, importance, version=version, before_rename=before_rename, verify=verify,
-                source_model=model_artifact_dir, check=candidate_check(y, serialized, trained_metrics),
+                source_model=model_artifact_dir, check=candidate_check(y, serialized, trained_metrics, trained_pred),
                 build=lambda out, plans: build_published_model(trained_model_dir, importance, config,
                                                                tf_transform_output, out, plans=plans,
                                                                fixed_plans=True)))

@@ -7,7 +7,9 @@ Both SavedModels score the same raw eval examples through `serving_examples`:
     AUC drop = AUC_trained − AUC_pub   (click),   XAUC drop likewise (watch time)
 
 The publish is refused when NE loss > max_ne_loss, or a drop > its bound; the reason
-names the gate and the figures. Golden requests: raw JSON instances (as REST clients
+names the gate and the figures. The click AUC drop, paired on the same rows, also has to
+exceed auc_drop_z standard errors of the difference (DeLong; metrics.auc_difference_se)
+when both models' scores are at hand: few rows resolve AUC only to 1/(n_pos·n_neg). Golden requests: raw JSON instances (as REST clients
 send them) replayed through `serving_default` of both; max |Δ click_prob| is recorded.
 """
 import json
@@ -59,22 +61,33 @@ def model_metrics(y: Dict[str, np.ndarray], pred: Dict[str, np.ndarray]) -> Dict
             "logloss": metrics.logloss(click, pred["click_prob"])}
 
 
-def compare(trained: Dict[str, float], published: Dict[str, float]) -> Dict[str, float]:
-    """NE loss (relative) and the AUC / XAUC drops, MAE rise."""
-    return {"ne_loss": (published["ne"] - trained["ne"]) / trained["ne"],
-            "auc_drop": trained["auc"] - published["auc"],
-            "xauc_drop": trained["xauc"] - published["xauc"],
-            "mae_rise": published["mae"] - trained["mae"]}
+def compare(trained: Dict[str, float], published: Dict[str, float], y: Optional[Dict[str, np.ndarray]] = None,
+            trained_pred=None, published_pred=None) -> Dict[str, float]:
+    """NE loss (relative) and the AUC / XAUC drops, MAE rise; with the labels and both
+    models' predictions of the same rows also `auc_drop_se` (metrics.auc_difference_se)."""
+    out = {"ne_loss": (published["ne"] - trained["ne"]) / trained["ne"],
+           "auc_drop": trained["auc"] - published["auc"],
+           "xauc_drop": trained["xauc"] - published["xauc"],
+           "mae_rise": published["mae"] - trained["mae"]}
+    if y is not None:
+        out["auc_drop_se"] = metrics.auc_difference_se(y[F.LABEL_CLICK], trained_pred["click_prob"],
+                                                       published_pred["click_prob"])
+    return out
 
 
 def gate_failures(deltas: Dict[str, float], max_ne_loss: float, max_auc_drop: float,
-                  max_xauc_drop: float) -> List[str]:
-    """Why the publish is refused (empty: every gate passes)."""
+                  max_xauc_drop: float, auc_drop_z: float = 0.0) -> List[str]:
+    """Why the publish is refused (empty: every gate passes). The AUC gate: drop ≤
+    max_auc_drop, or, when deltas hold `auc_drop_se` (compare) and auc_drop_z > 0,
+    drop ≤ auc_drop_z · se (PublishConfig.auc_drop_z)."""
     failures = []
     if not deltas["ne_loss"] <= max_ne_loss:
         failures.append(f"NE loss {100 * deltas['ne_loss']:.4f} % > bound {100 * max_ne_loss:.4f} %")
-    if not deltas["auc_drop"] <= max_auc_drop:
-        failures.append(f"click AUC drop {deltas['auc_drop']:.5f} > bound {max_auc_drop:.5f}")
+    se = deltas.get("auc_drop_se", float("nan"))
+    within_noise = auc_drop_z > 0 and np.isfinite(se) and deltas["auc_drop"] <= auc_drop_z * se
+    if not deltas["auc_drop"] <= max_auc_drop and not within_noise:
+        noise = f" and {auc_drop_z:g} SE ({auc_drop_z * se:.5f})" if auc_drop_z > 0 and np.isfinite(se) else ""
+        failures.append(f"click AUC drop {deltas['auc_drop']:.5f} > bound {max_auc_drop:.5f}{noise}")
     if not deltas["xauc_drop"] <= max_xauc_drop:
         failures.append(f"watch XAUC drop {deltas['xauc_drop']:.5f} > bound {max_xauc_drop:.5f}")
     return failures

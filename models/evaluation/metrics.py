@@ -141,6 +141,37 @@ def auc(labels, preds) -> float:
     return float((np.sum(r[y == 1]) - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
+def _delong_components(y: np.ndarray, p: np.ndarray):
+    """DeLong's structural components of AUC: per positive i, V10_i = P(p_i > p_neg) + ½ P(=);
+    per negative j, V01_j = P(p_pos > p_j) + ½ P(=); AUC = mean V10 = mean V01."""
+    pos, neg = y == 1, y == 0
+    n1, n0 = pos.sum(), neg.sum()
+    r = _mid_ranks(p)
+    v10 = (r[pos] - _mid_ranks(p[pos])) / n0
+    v01 = 1.0 - (r[neg] - _mid_ranks(p[neg])) / n1
+    return v10, v01
+
+
+def auc_difference_se(labels, preds_a, preds_b) -> float:
+    """Standard error of AUC(a) − AUC(b) for two scorers of the SAME rows (DeLong, DeLong &
+    Clarke-Pearson 1988): with D10 = V10(a) − V10(b) over the m positives and D01 likewise
+    over the n negatives (_delong_components),
+
+        Var[AUC(a) − AUC(b)] = s²(D10) / m + s²(D01) / n    (s²: sample variance, ddof 1).
+
+    Paired, so two near-identical scorers (a model and its int8 copy) get a small SE: it
+    measures how far the drop is from the rows' own resolution. nan for a single class or
+    fewer than two rows of a class."""
+    y = _binary(labels)
+    a, b = _1d(preds_a, "preds_a"), _1d(preds_b, "preds_b")
+    _same_len(y, a, b)
+    m, n = int(y.sum()), int(y.size - y.sum())
+    if m < 2 or n < 2:
+        return float("nan")
+    (a10, a01), (b10, b01) = _delong_components(y, a), _delong_components(y, b)
+    return float(np.sqrt(np.var(a10 - b10, ddof=1) / m + np.var(a01 - b01, ddof=1) / n))
+
+
 def gauc(user_ids, labels, preds) -> Dict[str, float]:
     """Group AUC: ``sum_u w_u AUC_u / sum_u w_u`` with ``w_u`` = impressions of u.
 

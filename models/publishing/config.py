@@ -38,6 +38,12 @@ class PublishConfig:
         their rows costs more than gathering fp32 ones (bench/README.md, Publisher).
     max_ne_loss: refuse when (NE_pub − NE_trained)/NE_trained exceeds it (0.0005 = 0.05 %).
     max_auc_drop / max_xauc_drop: refuse when click AUC / watch XAUC drop by more.
+    auc_drop_z: where the two models' scores of the same rows are at hand (the verification
+        of a SavedModel and the delta budget's in-memory check), a click AUC drop above
+        max_auc_drop is refused only when it is also above auc_drop_z standard errors of the
+        paired difference (metrics.auc_difference_se): on few verification rows one
+        discordant pair moves AUC by 1/(n_pos·n_neg), e.g. 0.00053 on 88 rows, so a 0.001
+        bound alone refuses rounding noise. 0: the absolute bound only.
     verify_max_examples: eval rows scored by both models (None: all).
     golden_requests: raw JSON instances replayed through both models.
     warmup_records / warmup_rows_per_request: the TF Serving warmup file.
@@ -98,6 +104,7 @@ class PublishConfig:
     tail_centroids: int = 1
     min_table_share: float = 0.07
     batch_tables: bool = True
+    auc_drop_z: float = 2.0
 
     def __post_init__(self):
         if self.prune_fraction is not None and self.prune_threshold is not None:
@@ -143,7 +150,7 @@ class PublishConfig:
             raise ValueError(f"PublishConfig.dense_every must be >= 0, got {self.dense_every}")
         if not 0.0 <= float(self.min_table_share) < 1.0:
             raise ValueError(f"PublishConfig.min_table_share must be in [0, 1), got {self.min_table_share}")
-        for name in ("max_ne_loss", "max_auc_drop", "max_xauc_drop"):
+        for name in ("max_ne_loss", "max_auc_drop", "max_xauc_drop", "auc_drop_z"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"PublishConfig.{name} must be >= 0, got {getattr(self, name)}")
 

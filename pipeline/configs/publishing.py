@@ -42,6 +42,10 @@ PUBLISH_MIN_TABLE_SHARE = 0.07
 PUBLISH_MAX_NE_LOSS = 0.0005  # 0.05 %
 PUBLISH_MAX_AUC_DROP = 0.001
 PUBLISH_MAX_XAUC_DROP = 0.001
+# The AUC gate refuses a drop only beyond this many standard errors of the paired AUC difference
+# on the verification rows (PublishConfig.auc_drop_z): make run-continuous's 88-row spans refused
+# an int8 delta for 3 discordant pairs of 1,900 (AUC drop 0.0016) at NE loss 0.041 %.
+PUBLISH_AUC_DROP_Z = 2.0
 # Eval rows scored by both models (None: the whole eval split). Capped so the Publisher's memory
 # (the rows are held serialized, ~3 KB each: 0.6 GB) and time stop growing with the log (#33); the
 # first rows of LogExampleGen's files are whole user shards (users hashed into files), i.e. a random
@@ -119,7 +123,7 @@ def publish_config(**changes):
         prune_fraction=PUBLISH_PRUNE_FRACTION, prune_threshold=PUBLISH_PRUNE_THRESHOLD,
         criterion=PUBLISH_CRITERION, default_row=PUBLISH_DEFAULT_ROW, quantize=PUBLISH_QUANTIZE,
         quantize_min_dim=PUBLISH_QUANTIZE_MIN_DIM, max_ne_loss=PUBLISH_MAX_NE_LOSS,
-        max_auc_drop=PUBLISH_MAX_AUC_DROP, max_xauc_drop=PUBLISH_MAX_XAUC_DROP,
+        max_auc_drop=PUBLISH_MAX_AUC_DROP, max_xauc_drop=PUBLISH_MAX_XAUC_DROP, auc_drop_z=PUBLISH_AUC_DROP_Z,
         verify_max_examples=PUBLISH_VERIFY_MAX_EXAMPLES, golden_requests=PUBLISH_GOLDEN_REQUESTS,
         warmup_records=PUBLISH_WARMUP_RECORDS, warmup_rows_per_request=PUBLISH_WARMUP_ROWS_PER_REQUEST,
         keep_versions=PUBLISH_KEEP_VERSIONS, sweep_fractions=list(PUBLISH_SWEEP_FRACTIONS),

@@ -17,6 +17,40 @@ def test_gates_name_what_failed_with_the_figures():
     assert abs(d["ne_loss"] - 0.0005) < 1e-12 and abs(d["auc_drop"] - 0.0005) < 1e-12 and d["mae_rise"] == 0.5
 
 
+
+def test_auc_gate_refuses_only_a_drop_beyond_the_paired_noise():
+    """make run-continuous's 88 verification rows: an int8 delta flipped 3 of 1,900 pairs,
+    AUC drop 0.00158 > 0.001 at NE loss 0.041 %; the drop has to exceed auc_drop_z paired SEs too."""
+    import numpy as np
+
+    from models import features as F
+
+    y = np.array([1] * 38 + [0] * 50, float)
+    trained = np.linspace(0.01, 0.99, 88)[np.argsort(np.argsort(np.random.default_rng(0).random(88)))]
+    swapped = trained.copy()
+    order = np.argsort(trained)  # swap 3 adjacent (positive, negative) pairs into the wrong order
+    flips = [(i, j) for i, j in zip(order[:-1], order[1:]) if y[i] == 0 and y[j] == 1][:3]
+    for i, j in flips:
+        swapped[i], swapped[j] = trained[j], trained[i]
+    metrics = {"ne": 0.8, "xauc": 0.6, "mae": 1.0}
+    t = dict(metrics, auc=float(_auc(y, trained)))
+    p = dict(metrics, auc=float(_auc(y, swapped)))
+    d = verification.compare(t, p, {F.LABEL_CLICK: y}, {"click_prob": trained}, {"click_prob": swapped})
+    assert abs(d["auc_drop"] - 3 / 1900) < 1e-12 and 0 < d["auc_drop_se"] < d["auc_drop"]
+    assert verification.gate_failures(d, 0.0005, 0.001, 0.001) == [  # the absolute bound alone refuses
+        "click AUC drop 0.00158 > bound 0.00100"]
+    assert verification.gate_failures(d, 0.0005, 0.001, 0.001, auc_drop_z=2.0) == []  # within 2 SE
+    z = d["auc_drop"] / d["auc_drop_se"] * 0.9  # a drop beyond z SEs is refused, with both bounds named
+    assert verification.gate_failures(d, 0.0005, 0.001, 0.001, auc_drop_z=z) == [
+        f"click AUC drop 0.00158 > bound 0.00100 and {z:g} SE ({z * d['auc_drop_se']:.5f})"]
+    assert verification.gate_failures(dict(d, auc_drop=0.0009), 0.0005, 0.001, 0.001, auc_drop_z=0.1) == []
+
+
+def _auc(y, p):
+    from models.evaluation import metrics
+
+    return metrics.auc(y, p)
+
 def test_auto_prunes_the_largest_fraction_that_passes():
     config = configs.publish_config(prune_fraction=0.5, criterion="opt_state", prune_auto=True)
     rows = [{"criterion": c, "fraction": f, "ne_loss": loss, "auc_drop": 0.0, "xauc_drop": 0.0}

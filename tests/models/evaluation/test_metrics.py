@@ -236,3 +236,23 @@ def _brute_grouped(users, y, p, per_user):
         num += m.sum() * per_user(y[m], p[m])
         den += m.sum()
     return num, den, used, skipped
+
+
+def test_auc_difference_se_matches_brute_force_delong():
+    rng = np.random.default_rng(3)
+    y = (rng.random(60) < 0.4).astype(float)
+    a = np.round(rng.random(60) + 0.5 * y, 1)  # rounded: ties within and across classes
+    b = np.round(a + 0.2 * rng.standard_normal(60), 1)
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+
+    def components(p):  # ψ over every (positive, negative) pair
+        psi = np.array([[1.0 if p[i] > p[j] else 0.5 if p[i] == p[j] else 0.0 for j in neg] for i in pos])
+        return psi.mean(axis=1), psi.mean(axis=0)
+
+    (a10, a01), (b10, b01) = components(a), components(b)
+    assert a10.mean() == pytest.approx(metrics.auc(y, a), abs=1e-12)
+    d10, d01 = a10 - b10, a01 - b01
+    want = np.sqrt(d10.var(ddof=1) / len(pos) + d01.var(ddof=1) / len(neg))
+    assert metrics.auc_difference_se(y, a, b) == pytest.approx(want, rel=1e-12)
+    assert metrics.auc_difference_se(y, a, a) == 0.0  # the same scorer: no uncertainty in the difference
+    assert np.isnan(metrics.auc_difference_se([1, 0, 0], [0.3, 0.2, 0.1], [0.1, 0.2, 0.3]))
