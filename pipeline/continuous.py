@@ -197,9 +197,10 @@ def _line(s: dict) -> str:
                  if p.get("kind") and p.get("version") else "published nothing")
     rungs = p.get("delta_rungs") or []
     if rungs:  # the adaptive delta budget: rungs tried, the one sent (or why none)
-        tried = ", ".join(f"{r['fraction']:g}+{r['dense']}" + (f" NE {100 * r['ne_loss']:+.3f} %" if "ne_loss" in r
-                                                                else "") + (" ok" if r.get("passed") else "")
-                          for r in rungs)
+        tried = ", ".join(f"{r['fraction']:g}+{r['dense']}" + (f" {r['full_share']:.1%} of full" if r.get("full_share")
+                                                                else "")
+                          + (f" NE {100 * r['ne_loss']:+.3f} % AUC drop {r['auc_drop']:+.4f}" if "ne_loss" in r else "")
+                          + (" ok" if r.get("passed") else "") for r in rungs)
         published += f"  delta rungs [{tried}]" + (f", {p['delta_full_share']:.1%} of the full version"
                                                    if p.get("kind") == "delta" and p.get("delta_full_share") else "")
     requests = s.get("requests")

@@ -2,13 +2,20 @@
 
 A fixed share of rows fits a short interval (bench-freshness: 2-h intervals, 5 % of rows
 recover 99 % of the NE) but not a long one: a 24-h span moves the model further, and the
-assembled N + 5 % failed the Publisher's own gates. So the Publisher climbs a ladder:
+assembled N + 5 % failed the Publisher's own gates. The span's NE loss came from the dense
+part's coding, not from the rows (`make run-continuous`, 24-h span 1: 5 → 40 % rows with
+int5_delta dense all lost 0.84–0.94 % NE, 40 % rows with int8_delta dense 0.041 %), so the
+Publisher climbs a DENSE-FIRST ladder: at the first row fraction, each finer dense coding,
+then the larger row fractions with the finest coding:
 
-    rungs = [(f_0, c_0)] + [(f, c_0) : f ∈ delta_row_fractions, f > f_0]
-                         + [(f_max, c) : c ∈ delta_dense_fallbacks]   (only when the dense part is sent)
-            f_0 = delta_row_fraction, c_0 = delta_dense, f_max = the largest fraction
+    codings = [c_0] + [c ∈ delta_dense_fallbacks, c ≠ c_0]       (only c_0 when no dense is sent)
+    rungs   = [(f_0, c) : c ∈ codings] + [(f, codings[-1]) : f ∈ delta_row_fractions, f > f_0]
+              f_0 = delta_row_fraction, c_0 = delta_dense
 
-and for each rung, in order:
+Bytes grow along the ladder when delta_dense_fallbacks is ordered by bytes (the rows fixed,
+each coding costs more than the one before: int5_delta < int8_delta < fp16_delta < fp32
+deflated dense bytes, measured; then the coding fixed, more rows cost more), so the first
+rung that passes is the cheapest of the ladder that does. For each rung, in order:
 
     1. the delta (models/publishing/delta.py compute_delta) written to scratch: its bytes
        B are exact; a rung with B > delta_max_full_share · B_full (the last full version's
@@ -41,13 +48,13 @@ class NoRungPasses(Exception):
 
 
 def rungs(config, send_dense: bool = True) -> List[Tuple[float, str]]:
-    """The ladder of (row fraction, dense coding), cheapest first (module docstring)."""
+    """The dense-first ladder of (row fraction, dense coding), cheapest first (module docstring)."""
     first = float(config.delta_row_fraction)
-    fractions = [first] + sorted({float(f) for f in config.delta_row_fractions if float(f) > first})
-    out = [(f, config.delta_dense) for f in fractions]
+    fractions = sorted({float(f) for f in config.delta_row_fractions if float(f) > first})
+    codings = [config.delta_dense]
     if send_dense:
-        out += [(fractions[-1], c) for c in config.delta_dense_fallbacks if c != config.delta_dense]
-    return out
+        codings += [c for c in dict.fromkeys(config.delta_dense_fallbacks) if c != config.delta_dense]
+    return [(first, c) for c in codings] + [(f, codings[-1]) for f in fractions]
 
 
 def last_full_bytes(history: List[dict]) -> Optional[int]:

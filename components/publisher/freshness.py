@@ -16,8 +16,8 @@ A DELTA publish (`publish_delta`):
     2. ranks each table's compact rows by config.delta_priority (current: this training's
        mean optimizer state and touches since each row's last publish; published: the
        state's per-row opt_state and the rows version N holds) and writes the top
-       delta_row_fraction rows (the first rung of the adaptive budget, delta_budget.py: larger
-       fractions, then finer dense codings, until the assembled weights pass the gates in
+       delta_row_fraction rows (the first rung of the adaptive budget, delta_budget.py: finer
+       dense codings, then larger fractions, until the assembled weights pass the gates in
        memory) + the changed dense weights (models/publishing/delta.py)
        when this delta is on the dense schedule (`sends_dense`: every dense_every-th delta
        since the last full version); coded dense weights (int8_delta / int4_delta / fp16_delta) are the

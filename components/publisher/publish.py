@@ -2,8 +2,8 @@
 
 Full or delta (issue #14, components/publisher/freshness.py): with full_every > 1 a
 publish between full versions sends a delta of the top rows and assembles the next
-version from it: the cheapest rung of the adaptive budget (delta_budget.py: more rows, finer
-dense codings) whose assembled weights pass the gates in memory (`candidate_check`,
+version from it: the cheapest rung of the adaptive budget (delta_budget.py: finer dense
+codings, then more rows) whose assembled weights pass the gates in memory (`candidate_check`,
 `delta_rungs` in the report), then the ASSEMBLED SavedModel passes the same gates; when no
 rung or the SavedModel does not, the blessed model is published as a full version
 instead, `delta_refused` says why; the report says

@@ -66,11 +66,12 @@ class PublishConfig:
     dense_every: the dense weights ride on every dense_every-th delta since the last full
         version (1: every delta; 0: only with full versions); the other deltas carry rows only.
     delta_row_fractions / delta_dense_fallbacks / delta_max_full_share: the adaptive delta
-        budget (components/publisher/delta_budget.py): when the assembled N + delta of
-        delta_row_fraction rows fails the gates in memory, the larger fractions of
-        delta_row_fractions are tried in order, then the largest with each finer dense coding
-        of delta_dense_fallbacks; the first that passes is sent. A rung costing more than
-        delta_max_full_share of the last full version is skipped; none left: a full version.
+        budget (components/publisher/delta_budget.py, dense first): when the assembled N +
+        delta of delta_row_fraction rows fails the gates in memory, that fraction is tried with
+        each dense coding of delta_dense_fallbacks in order (cheapest first: finer codings cost
+        more bytes), then the larger fractions of delta_row_fractions with the last coding; the
+        first that passes is sent. A rung costing more than delta_max_full_share of the last
+        full version is skipped; none left: a full version.
     """
 
     prune_fraction: Optional[float]

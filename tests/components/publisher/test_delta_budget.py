@@ -21,12 +21,14 @@ KEYS = {"emb_t": {"values": "t/values"}}
 def test_rungs_default_ladder_and_last_full_bytes():
     config = configs.publish_config()
     assert config.delta_row_fraction == 0.05  # the bench-chosen default is the first rung
-    assert delta_budget.rungs(config) == [(0.05, "int5_delta"), (0.1, "int5_delta"), (0.2, "int5_delta"),
-                                          (0.4, "int5_delta"), (0.4, "int8_delta")]
-    assert delta_budget.rungs(config, send_dense=False)[-1] == (0.4, "int5_delta")  # no dense: no finer coding
+    # dense first: the first fraction with each finer coding, then the larger fractions with the finest
+    assert delta_budget.rungs(config) == [(0.05, "int5_delta"), (0.05, "int8_delta"), (0.05, "fp16_delta"),
+                                          (0.1, "fp16_delta"), (0.2, "fp16_delta"), (0.4, "fp16_delta")]
+    assert delta_budget.rungs(config, send_dense=False) == [(0.05, "int5_delta"), (0.1, "int5_delta"),
+                                                            (0.2, "int5_delta"), (0.4, "int5_delta")]  # no dense
     assert delta_budget.rungs(config.replace(delta_row_fractions=[], delta_dense_fallbacks=[])) == [(0.05, "int5_delta")]
-    assert delta_budget.rungs(config.replace(delta_row_fraction=0.2)) == [(0.2, "int5_delta"), (0.4, "int5_delta"),
-                                                                          (0.4, "int8_delta")]
+    assert delta_budget.rungs(config.replace(delta_row_fraction=0.2, delta_dense_fallbacks=["int5_delta", "fp32"])) == [
+        (0.2, "int5_delta"), (0.2, "fp32"), (0.4, "fp32")]
     history = [{"kind": "full", "bytes": 10}, {"kind": "delta", "bytes": 3}, {"kind": "full", "bytes": 12},
                {"kind": "delta", "bytes": 4}]
     assert delta_budget.last_full_bytes(history) == 12 and delta_budget.last_full_bytes([]) is None
@@ -74,20 +76,64 @@ def test_choose_climbs_to_the_first_rung_that_passes(tmp_path):
     dense_gap = float(np.abs(delta_lib.apply_delta(base, *delta_lib.read_delta(
         _written(tmp_path, base, new, "int5_delta")))["dense"] - new["dense"]).max())
     assert 0 < dense_gap < 0.5  # int5_delta leaves a rounding error, below the gate
-    # 1 row (0.1) leaves row 1 (gap 3), 2 rows leave row 2 (gap 2), 4 rows leave only int5 rounding
+    # dense first: 5 % rows (⌈0.05·10⌉ = 1 row: row 1 left, gap 3) with int5 then fp32 dense; then the
+    # rows grow with fp32 dense: 1 row (0.1) leaves row 1 (gap 3), 2 rows (0.2) leave row 2 (gap 2)
     d, manifest, out, rows = _choose(tmp_path, base, new, max_ne_loss=2.5)
-    assert [(r["fraction"], r["passed"]) for r in rows] == [(0.05, False), (0.1, False), (0.2, True)]
-    assert [r["ne_loss"] for r in rows] == pytest.approx([3.0, 3.0, 2.0])  # ⌈0.05·10⌉ = ⌈0.1·10⌉ = 1 row
+    assert [(r["fraction"], r["dense"], r["passed"]) for r in rows] == [
+        (0.05, "int5_delta", False), (0.05, "fp32", False), (0.1, "fp32", False), (0.2, "fp32", True)]
+    assert [r["ne_loss"] for r in rows] == pytest.approx([3.0, 3.0, 3.0, 2.0])
     assert sorted(d.tables["emb_t"]["rows"].tolist()) == [0, 1] and manifest["rows_sent"] == 2
+    assert manifest["dense"]["dtype"] == "fp32"
     assert os.path.isfile(os.path.join(out, delta_lib.MANIFEST)) and rows[-1]["bytes"] == manifest["total_bytes"]
-    _, _, _, rows = _choose(tmp_path, base, new, max_ne_loss=0.5)
-    assert [(r["fraction"], r["dense"]) for r in rows][-1] == (0.4, "int5_delta")
-    assert rows[-1]["ne_loss"] == pytest.approx(dense_gap) and rows[-1]["passed"]
-    # exact weights demanded: only the largest fraction with fp32 dense (the fallback coding) passes
-    _, manifest, _, rows = _choose(tmp_path, base, new, max_ne_loss=0.0)
-    assert [(r["fraction"], r["dense"], r["passed"]) for r in rows][-2:] == [(0.4, "int5_delta", False),
-                                                                             (0.4, "fp32", True)]
-    assert rows[-1]["ne_loss"] == 0.0 and manifest["dense"]["dtype"] == "fp32"
+    # 4 rows with fp32 dense: the new weights exactly (code_delta rows are exact), the only rung within 0.5
+    for gate in (0.5, 0.0):
+        _, manifest, _, rows = _choose(tmp_path, base, new, max_ne_loss=gate)
+        assert [(r["fraction"], r["dense"], r["passed"]) for r in rows][-2:] == [(0.2, "fp32", False),
+                                                                                 (0.4, "fp32", True)]
+        assert rows[-1]["ne_loss"] == 0.0 and manifest["rows_sent"] == 4 and manifest["dense"]["dtype"] == "fp32"
+
+
+def _dense_moved():
+    """Row 0 of the table moved by 1 (the one row 5 % sends), the rest unchanged, and a 4,000-element
+    dense variable moved by small steps (d ~ N(0, 0.01²)): only the dense coding limits a delta."""
+    rng = np.random.default_rng(1)
+    base = {"t/values": rng.normal(size=(10, 4)).astype(np.float32),
+            "dense": (rng.normal(size=4000) * 0.1).astype(np.float32)}
+    new = {k: v.copy() for k, v in base.items()}
+    new["t/values"][0] += 1.0
+    new["dense"] += (rng.normal(size=4000) * 0.01).astype(np.float32)
+    return base, new
+
+
+def test_choose_climbs_the_dense_coding_before_the_rows_cheapest_first(tmp_path):
+    base, new = _dense_moved()
+    step = float(np.abs(new["dense"].astype(np.float64) - base["dense"]).max())
+    ladder = dict(delta_dense_fallbacks=["int8_delta", "fp16_delta", "fp32"])
+    _, manifest, _, rows = _choose(tmp_path, base, new, max_ne_loss=0.0, **ladder)  # exact: only fp32 dense
+    assert [(r["fraction"], r["dense"], r["passed"]) for r in rows] == [
+        (0.05, "int5_delta", False), (0.05, "int8_delta", False), (0.05, "fp16_delta", False), (0.05, "fp32", True)]
+    assert manifest["rows_sent"] == 1 and rows[-1]["ne_loss"] == 0.0
+    gap5, gap8, gap16 = (r["ne_loss"] for r in rows[:3])
+    eps = 2.0 ** -23 * (float(np.abs(new["dense"]).max()) + step)  # float32 roundings of s + q·Δ
+    assert step / 30 * 0.5 < gap5 <= step / 30 + eps  # half a step Δ = max|d| / 15, rounding leaves > Δ/4
+    assert 0 < gap8 <= step / 254 + eps and 0 < gap16 <= 2.0 ** -11 * step + 2.0 ** -25 + eps
+    # cheapest first: each finer coding costs more bytes (deflated codes < fp16 differences < fp32 values)
+    sizes = [r["bytes"] for r in rows]
+    assert sizes == sorted(sizes) and len(set(sizes)) == 4
+    # a gate between int8's and int5's rounding: int8 dense is sent, with the one row; no larger fraction tried
+    _, manifest, _, rows = _choose(tmp_path, base, new, max_ne_loss=(gap5 + gap8) / 2, **ladder)
+    assert [(r["fraction"], r["dense"], r["passed"]) for r in rows] == [(0.05, "int5_delta", False),
+                                                                        (0.05, "int8_delta", True)]
+    assert manifest["dense"]["dtype"] == "int8_delta" and rows[-1]["ne_loss"] == pytest.approx(gap8)
+    # a byte cap between fp16_delta's and fp32's bytes: the fp32 rungs (and every larger fraction,
+    # which carries fp32 dense) are skipped unscored, the three coded rungs fail the exact gate
+    with pytest.raises(delta_budget.NoRungPasses) as e:
+        _choose(tmp_path, base, new, max_ne_loss=0.0, full_bytes=sizes[3], delta_max_full_share=(
+            sizes[2] + sizes[3]) / 2 / sizes[3], **ladder)
+    assert [(r["dense"], "ne_loss" in r) for r in e.value.rungs] == [
+        ("int5_delta", True), ("int8_delta", True), ("fp16_delta", True), ("fp32", False), ("fp32", False),
+        ("fp32", False), ("fp32", False)]
+    assert all("of the last full version" in r["reason"] for r in e.value.rungs[3:])
 
 
 def _written(tmp_path, base, new, dense):
@@ -132,17 +178,16 @@ def test_publish_sends_a_larger_rung_the_first_rung_or_a_full_version(rankers):
     t = rankers
     full = _publish(t, "A", 300)
     assert full["decision"] == "published" and full["kind"] == "full", full["reason"]
-    # exact gates (no loss at all): the first rung that passes is sent, every earlier one failed. The
-    # 5 % rung usually misses the trained model and a larger rung is sent (all rows with fp32 dense are
-    # the trained weights: no pruning, fp32 tables); on these few rows it can also score no worse than
-    # the trained model (CI, after the Transform/AutoGraph changes of 9a2f619), and then it is sent.
+    # exact gates (no loss at all, no AUC noise allowance): the first rung that passes is sent, every earlier one failed, in the
+    # dense-first order: 5 % rows with int5 dense, with fp32 dense, then all rows with fp32 dense (the
+    # trained weights: no pruning, fp32 tables). A 5 % rung usually misses the trained model; on these
+    # few rows it can also score no worse than it (CI, after 9a2f619), and then it is sent.
     # The climb itself is pinned with hand-computed figures by the ladder tests above.
     exact = _publish(t, "B", 301, delta_row_fractions=[1.0], delta_dense_fallbacks=["fp32"], max_ne_loss=0.0,
-                     max_auc_drop=0.0, max_xauc_drop=0.0)
+                     max_auc_drop=0.0, max_xauc_drop=0.0, auc_drop_z=0.0)
     assert exact["kind"] == "delta" and exact["decision"] == "published", (exact["kind_reason"], exact["reason"])
     rungs = [(r["fraction"], r["dense"], r["passed"]) for r in exact["delta_rungs"]]
-    assert rungs[0][:2] == (0.05, "int5_delta"), rungs
-    assert rungs[0][2] or rungs[-1][:2] in [(1.0, "int5_delta"), (1.0, "fp32")], rungs
+    assert [r[:2] for r in rungs] == [(0.05, "int5_delta"), (0.05, "fp32"), (1.0, "fp32")][:len(rungs)], rungs
     assert [p for _, _, p in rungs] == [False] * (len(rungs) - 1) + [True]
     for r in exact["delta_rungs"]:  # a rung checked in memory passed <=> it is within every gate
         assert r["passed"] == (r["ne_loss"] <= 0.0 and r["auc_drop"] <= 0.0 and r["xauc_drop"] <= 0.0), r
