@@ -130,10 +130,9 @@ def file_fingerprint(root: str) -> str:
 def graph_fingerprint(saved_model_dir: str) -> str:
     """sha256 of the op-type counts of every function, the signatures' input/output specs
     and the set of distinct constants the top-level graph holds: equal for two exports of
-    the same model code (function names differ). The top-level constants are the tensors
-    the functions captured (and the saver's object graph); TF saves each captured tensor
-    once, and an export early in a process captures two equal scalars where a later one
-    captures one (measured: the first export of a ranker in a process holds two float32
+    the same model code (function names differ). The top-level constants (the saver's
+    object graph proto and scalars no top-level node reads) differ in number between exports
+    of the same model (measured: the first export of a ranker in a process holds two float32
     1.0 constants, the next ones one), so they count by value, not by number."""
     from collections import Counter
 

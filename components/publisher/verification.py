@@ -9,8 +9,9 @@ Both SavedModels score the same raw eval examples through `serving_examples`:
 The publish is refused when NE loss > max_ne_loss, or a drop > its bound; the reason
 names the gate and the figures. The click AUC drop, paired on the same rows, also has to
 exceed auc_drop_z standard errors of the difference (DeLong; metrics.auc_difference_se)
-when both models' scores are at hand: few rows resolve AUC only to 1/(n_pos·n_neg). Golden requests: raw JSON instances (as REST clients
-send them) replayed through `serving_default` of both; max |Δ click_prob| is recorded.
+when both models' scores are at hand: few rows resolve AUC only to 1/(n_pos·n_neg).
+Golden requests: raw JSON instances (as REST clients send them) replayed through
+`serving_default` of both; max |Δ click_prob| is recorded.
 """
 import json
 from typing import Dict, List, Optional
