@@ -165,8 +165,7 @@ class _SelectRows(beam.DoFn):
         kept["split"] = user_batches.split_codes(kept, time_split.SPLIT_NAMES, split_of_date, self._span)
         yield shard, kept
         sig = example_batches.signal_rows(kept, self._side.videos_at(kept["video_id"]))
-        for tab, part in columns.split_by(sig, sig["tab"]):
-            yield from self._signal_rows.add(_SIGNAL_ROWS, tab, part)
+        yield from self._signal_rows.add(_SIGNAL_ROWS, sig, sig["tab"])
 
 
 class _BuildExamples(beam.DoFn):

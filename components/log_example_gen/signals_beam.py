@@ -117,12 +117,10 @@ class _TabBlockPass(beam.DoFn):
         b.update(signal_columns.tab_block_pass(C.concat(events), b, self._before.before(tab, block),
                                                self._delay_ms, self._prior_ctr))
         out = _signal_batch(b, {"sig_tab_ctr": b["e_tab"]})
-        for shard, part in C.split_by(out, C.shard_of(out["user_id"], self._user_shards)):
-            yield from self._out.add(None, shard, part)
+        yield from self._out.add(None, out, C.shard_of(out["user_id"], self._user_shards))
         for family in signals.ENTITY_SIGNALS:
             keys = C.shard_of(signal_columns.entity_hash(family, b), self._entity_shards)
-            for shard, part in C.split_by(b, keys):
-                yield from self._out.add("entity", (family, shard), part)
+            yield from self._out.add("entity", b, keys, label=family)
 
 
 def _entity_pass(element, delay_ms: int, user_shards: int):

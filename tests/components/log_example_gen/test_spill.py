@@ -68,13 +68,31 @@ def test_batch_buffer_joins_a_keys_batches_and_emits_the_rest_at_the_end():
 
     buf = BatchBuffer(max_rows=5, shape=lambda k, b: (k, ("tab", b)))
     part = lambda *v: {"x": np.array(v)}  # noqa: E731
-    assert list(buf.add(None, 1, part(1, 2))) == [] and list(buf.add("entity", 2, part(3))) == []
-    assert list(buf.add(None, 1, part())) == []  # empty batches are not held
-    drained = list(buf.add(None, 1, part(4, 5, 6)))  # 6 rows held > 5: every key drained
+    keys = lambda *k: np.array(k, dtype=np.int64)  # noqa: E731
+    assert list(buf.add(None, part(1, 2), keys(1, 1))) == []
+    assert list(buf.add("entity", part(3), keys(2), label="video")) == []
+    assert list(buf.add(None, part(), keys())) == []  # empty batches are not held
+    drained = list(buf.add(None, part(4, 5, 6), keys(1, 1, 1)))  # 6 rows held > 5: every key drained
     [(key, (family, batch)), tagged] = [d for d in drained]
     assert (key, family, batch["x"].tolist()) == (1, "tab", [1, 2, 4, 5, 6])
-    assert tagged.tag == "entity" and tagged.value[0] == 2 and tagged.value[1]["x"].tolist() == [3]  # no shape
-    assert list(buf.add(None, 3, part(7))) == []
+    assert tagged.tag == "entity" and tagged.value[0] == ("video", 2)  # labelled key, no shape
+    assert tagged.value[1]["x"].tolist() == [3]
+    assert list(buf.add(None, part(7), keys(3))) == []
     [last] = list(buf.finish())
     assert isinstance(last, WindowedValue) and last.value[0] == 3 and last.value[1][1]["x"].tolist() == [7]
     assert list(buf.finish()) == []
+
+
+def test_batch_buffer_cuts_rows_by_their_keys_in_the_order_they_came():
+    """Rows of many inputs, a key per row: each key's rows as one batch, in input order."""
+    from components.log_example_gen.batch_buffer import BatchBuffer
+
+    buf = BatchBuffer(max_rows=100)
+    inputs = [({"x": np.array([10, 11, 12]), "y": np.array([0.5, 1.5, 2.5])}, np.array([2, 0, 2])),
+              ({"x": np.array([13, 14]), "y": np.array([3.5, 4.5])}, np.array([0, 2]))]
+    for batch, keys in inputs:
+        assert list(buf.add("t", batch, keys, label="f")) == []
+    out = {o.value[0]: o.value[1] for o in (w.value for w in buf.finish())}
+    assert sorted(out) == [("f", 0), ("f", 2)]
+    assert out[("f", 0)]["x"].tolist() == [11, 13] and out[("f", 0)]["y"].tolist() == [1.5, 3.5]
+    assert out[("f", 2)]["x"].tolist() == [10, 12, 14] and out[("f", 2)]["y"].tolist() == [0.5, 2.5, 4.5]
