@@ -11,16 +11,24 @@ signal_columns.py: the passes on arrays).
               └─► ((family, entity shard), batch) ─GroupByKey─► entity pass (signals.ENTITY_SIGNALS)
                                                   ─► (user shard, (family, row_id + its signals))
 
-The tab pass is cut into time blocks of W = ``TAB_BLOCK_MS``: a row's known set
+The tab pass is cut into time blocks of W (``tab_block_ms``): a row's known set
 K(i) = {j: t_j < t_i − D} is every row of its tab in the blocks before ⌊(t_i − D) / W⌋ (their
 sums, a side input of a few numbers per block) plus that block's rows before t_i − D, so a
-worker holds one tab-hour, not the tab (one tab is ~74 % of the simulated log). The output is
+worker holds one tab-block, not the tab (one tab is ~74 % of the simulated log). Any W gives
+the same signals; W is the longest whole number of hours whose rows, at the busiest day's
+rate over all tabs, stay within ``TAB_BLOCK_ROWS``:
+
+    W = max(1, ⌊TAB_BLOCK_ROWS · 24 / max_d n_d⌋) hours,   n_d = log rows of date d,
+
+so a small log is cut into few blocks (every block costs a group, a spill file and a pass:
+on the real logs' ~17k rows a day, hour blocks cost 11 % of LogExampleGen's time) and a
+large one into hours. The output is
 keyed by the user shard so beam_pipeline.py joins it to the users' rows
 (CoGroupByKey) and example_batches.py adds the user statistics. An entity shard holds
 every row of the keys hashed to it (signal_columns.entity_hash), so each pass sees whole
 keys; adding a family to signals.ENTITY_SIGNALS adds its pass here with no other change.
 """
-from typing import Iterator, Optional, Tuple
+from typing import Any, Iterable, Iterator, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -42,17 +50,26 @@ def _by_user_shard(family: str, out: C.Batch, user_shards: int) -> Iterator[Tupl
         yield shard, (family, part)
 
 
-TAB_BLOCK_MS = 3_600_000  # W: an hour of one tab per tab-pass group
+HOUR_MS = 3_600_000
+TAB_BLOCK_ROWS = 50_000  # rows of one tab block at most, at the busiest day's rate (module doc)
 _EVENT, _QUERY = "event", "query"
 
 
-def _tab_blocks(element, delay_ms: int):
+def tab_block_ms(rows_per_date: Iterable[Tuple[Any, int]], max_rows: Optional[int] = None) -> int:
+    """W of the module doc from the log's (date, rows) counts (no rows: an hour);
+    max_rows: TAB_BLOCK_ROWS."""
+    max_rows = TAB_BLOCK_ROWS if max_rows is None else max_rows
+    busiest = max((n for _, n in rows_per_date), default=0)
+    return HOUR_MS * max(1, max_rows * 24 // busiest if busiest else 1)
+
+
+def _tab_blocks(element, delay_ms: int, block_ms: int):
     """(tab, batch) -> ((tab, block), (event, rows of the block)) and ((tab, block), (query,
     rows whose t - D falls in it)); an event carries only what the block sums need."""
     tab, b = element
-    for block, part in C.split_by(b, b["time_ms"].astype(np.int64) // TAB_BLOCK_MS):
+    for block, part in C.split_by(b, b["time_ms"].astype(np.int64) // block_ms):
         yield (tab, block), (_EVENT, {k: part[k] for k in signal_columns.TAB_EVENT_COLUMNS})
-    for block, part in C.split_by(b, (b["time_ms"].astype(np.int64) - delay_ms) // TAB_BLOCK_MS):
+    for block, part in C.split_by(b, (b["time_ms"].astype(np.int64) - delay_ms) // block_ms):
         yield (tab, block), (_QUERY, part)
 
 
@@ -134,18 +151,27 @@ class RowSignals(beam.PTransform):
     """(tab, batch of kept rows: example_batches.signal_rows) -> two PCollections (the tab pass's,
     the entity passes') of (user shard, (family, batch of row_id, user_id and the family's
     signals)) for sig_tab_ctr and every entity family; the two
-    groupings go through files under the spill folders when they are set (spill.py)."""
+    groupings go through files under the spill folders when they are set (spill.py).
+    ``rows_per_date``: a singleton side input of the log's [(date, rows)], for W (module doc);
+    None: hour blocks."""
 
     def __init__(self, label_delay_s: float, prior_ctr: float, user_shards: int, entity_shards: int,
-                 tab_spill_dir: Optional[str] = None, entity_spill_dir: Optional[str] = None):
+                 tab_spill_dir: Optional[str] = None, entity_spill_dir: Optional[str] = None,
+                 rows_per_date=None):
         super().__init__()
+        self._rows_per_date = rows_per_date
         self._spill_dirs = tab_spill_dir, entity_spill_dir
         self._delay_ms = int(round(label_delay_s * 1000))
         self._prior_ctr = prior_ctr
         self._user_shards, self._entity_shards = user_shards, entity_shards
 
     def expand(self, by_tab):
-        blocks = by_tab | "TabBlocks" >> beam.FlatMap(_tab_blocks, self._delay_ms)
+        if self._rows_per_date is None:
+            blocks = by_tab | "TabBlocks" >> beam.FlatMap(_tab_blocks, self._delay_ms, HOUR_MS)
+        else:
+            blocks = by_tab | "TabBlocks" >> beam.FlatMap(
+                lambda element, delay_ms, counts: _tab_blocks(element, delay_ms, tab_block_ms(counts)),
+                self._delay_ms, self._rows_per_date)
         block_sums = (blocks
                       | "BlockSums" >> beam.FlatMap(_block_sums)
                       | "SumPerBlock" >> beam.CombinePerKey(_add_sums))

@@ -55,15 +55,25 @@ def test_columnar_passes_match_brute_force(delay_ms):
             assert got[name] == pytest.approx(want, rel=1e-9, abs=1e-12), name
 
 
+def test_tab_block_width_follows_the_busiest_day():
+    """W = max(1, floor(B * 24 / max rows a day)) hours."""
+    from components.log_example_gen.signals_beam import HOUR_MS, tab_block_ms
+
+    assert tab_block_ms([("20220425", 17_000), ("20220426", 20_000)], max_rows=50_000) == 60 * HOUR_MS
+    assert tab_block_ms([(1, 100_000)], max_rows=50_000) == 12 * HOUR_MS
+    assert tab_block_ms([(1, 10 ** 8)], max_rows=50_000) == HOUR_MS  # never below an hour
+    assert tab_block_ms([], max_rows=50_000) == HOUR_MS
+
+
+@pytest.mark.parametrize("w", [3_600_000, 7 * 3_600_000])
 @pytest.mark.parametrize("delay_ms", [0, 1_000, 5_400_000])  # none, inside a block, past the next block
-def test_time_blocked_tab_pass_equals_the_whole_tab_pass(delay_ms):
-    """signals_beam's tab pass by hour blocks (side input: the sums before each block) gives
-    signal_columns.tab_pass over the whole tab, ties and block edges included."""
+def test_time_blocked_tab_pass_equals_the_whole_tab_pass(delay_ms, w):
+    """signals_beam's tab pass by time blocks of width w (side input: the sums before each
+    block) gives signal_columns.tab_pass over the whole tab, ties and block edges included."""
     from components.log_example_gen import signals_beam as SB
 
     rng = np.random.default_rng(7)
     n = 3000
-    w = SB.TAB_BLOCK_MS
     times = rng.integers(0, 6 * w, n)
     times[:40] = w * rng.integers(1, 5, 40)  # rows exactly on block edges
     times[40:80] = times[80:120] + delay_ms  # rows whose t - D equals another row's t (a tie: excluded)
@@ -72,7 +82,7 @@ def test_time_blocked_tab_pass_equals_the_whole_tab_pass(delay_ms):
          "duration_s": rng.uniform(1.0, 60.0, n), "pos": np.arange(n)}
     want = signal_columns.tab_pass(b, delay_ms, 0.3)
     groups, sums = {}, []
-    for key, value in SB._tab_blocks((5, b), delay_ms):
+    for key, value in SB._tab_blocks((5, b), delay_ms, w):
         groups.setdefault(key, []).append(value)
         sums += list(SB._block_sums((key, value)))
     assert len({k for k, _ in sums}) == len(sums)  # one event part per block

@@ -250,9 +250,14 @@ def test_no_signal_uses_the_rows_own_or_an_unknown_label():
 
 # ---------------------------------------------------------------- Beam, end to end
 
-def test_pipeline_writes_the_brute_force_signals(tmp_path):
+@pytest.mark.parametrize("block_rows", [None, 1])  # the default W (one block here); hour blocks
+def test_pipeline_writes_the_brute_force_signals(tmp_path, monkeypatch, block_rows):
     from components.log_example_gen import beam_pipeline as bp
+    from components.log_example_gen import signals_beam
     from tests.components.log_example_gen import fixture_logs as FL
+
+    if block_rows is not None:
+        monkeypatch.setattr(signals_beam, "TAB_BLOCK_ROWS", block_rows)
 
     rows = random_log(40, seed=3)
     folder = tmp_path / "input"
