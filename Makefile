@@ -149,12 +149,15 @@ bench-scale: setup
 # Scaling law (#36): validation log loss / NE against data, non-embedding parameters,
 # embedding width and training FLOPs for DIN and DCN, L(x) = E + A x^-alpha fits with
 # bootstrap intervals, extrapolation check and the data-vs-model verdict on LOGS (default:
-# the shared real logs) -> bench/results/scaling.json + .png (see bench/bench_scaling.py);
-# BENCH_SCALING_QUICK=1 for a look (fewer points, one seed)
+# the shared real logs) -> bench/results/scaling.json + .png (see bench/bench_scaling.py).
+# Default ~60 min of training on 2 cores (1 seed, 2 on the data axis, no LR grid);
+# BENCH_SCALING_FULL=1 the whole grid (3 seeds, LR grid, ~3.5 h); BENCH_SCALING_QUICK=1 a look.
+# BENCH_WORK (default /tmp/bench_scaling) caches the runs: a rerun trains only what is missing
 .PHONY: bench-scaling
 bench-scaling: setup
 	LOGS="$(LOGS)" TRAIN_DAYS="$(TRAIN_DAYS)" EVAL_DAYS="$(EVAL_DAYS)" BENCH_OUT="$(BENCH_OUT)" \
-	  BENCH_SCALING_QUICK="$(BENCH_SCALING_QUICK)" $(PY) -m bench.bench_scaling
+	  BENCH_WORK="$(BENCH_WORK)" BENCH_SCALING_QUICK="$(BENCH_SCALING_QUICK)" \
+	  BENCH_SCALING_FULL="$(BENCH_SCALING_FULL)" $(PY) -m bench.bench_scaling
 
 # Lifelong user memory (#38): din_last50 vs mean_pool / twin_lite / titans on the simulator's
 # opt-in lifelong histories (L = 2,000) -> bench/results/lifelong.json (see bench/bench_lifelong.py)

@@ -1,7 +1,8 @@
 """Scaling-law study (#36): is the next gain in more data or a bigger model?
 -> bench/results/scaling.json + scaling.png
 
-    make bench-scaling                         # or: .venv/bin/python -m bench.bench_scaling
+    make bench-scaling                         # default: ~60 min of training on 2 cores
+    BENCH_SCALING_FULL=1 make bench-scaling    # the issue's whole grid: 3 seeds, LR grid (~3.5 h)
     BENCH_SCALING_QUICK=1 make bench-scaling   # a look: fewer points, one seed, no LR grid
     LOGS=/path TRAIN_DAYS=20220425-20220502 EVAL_DAYS=20220503-20220504 make bench-scaling
 
@@ -23,18 +24,33 @@ validation split is the last train day). Per ranker (BENCH_MODELS, default din,d
 Each run trains with bench-rankers' recipe (run_fn.fit_ranker: up to BENCH_EPOCHS epochs,
 early stopping on the validation click AUC, best epoch kept; batch BENCH_BATCH_SIZE,
 the Trainer's in-memory input) and is scored on the validation day: log loss and NE
-(log loss / H(click rate)), per impression kept for the bootstrap. With the full setting
-the learning rate of each size is chosen from BENCH_LR_GRID (× the config's) on the
-validation log loss of the first seed at full data; the other seeds reuse it.
+(log loss / H(click rate)), per impression kept for the bootstrap.
+
+Settings (one run ~70-120 s here at load 1-3, a 4x-wide one up to ~3 min):
+  default  the four axes above (6 fractions, sizes 0.25 .. 4, widths 4 .. 32) with seed 0,
+           and seed 1 too on both rankers' data axes (the axis the extrapolation check
+           and the verdict rest on: 2 seeds give the seed noise for both rankers at the
+           cost 3 seeds on one would): 38 runs, ~55 min + the GBDT curve; the config's
+           learning rate (the LR grid would triple the full-data points: FULL only)
+  FULL     (BENCH_SCALING_FULL=1) 3 seeds on every point and the learning rate of each
+           size chosen from BENCH_LR_GRID (× the config's) on the validation log loss of
+           the first seed at full data, the other seeds reusing it: ~3.5 h
+  QUICK    (BENCH_SCALING_QUICK=1) 4 fractions, 4 sizes, no embedding axis, one seed
 
 Fits and verdict: bench/scaling_report.py (bench/scaling_law.py does the math).
+LOG_SIGNALS picks the model's signal inputs as for the pipeline; runs are cached per
+signal set (runs cached without the field had none: LOG_SIGNALS=none), and a BENCH_WORK
+whose transformed splits lack an input is refused (bench/ranker_data.py's work-dir key
+does not hold LOG_SIGNALS: one BENCH_WORK per signal set).
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_OUT (default bench/results/scaling.json; the
 PNG beside it), BENCH_WORK (default /tmp/bench_scaling), BENCH_MODELS, BENCH_SEEDS,
-BENCH_SCALING_QUICK, BENCH_BOOTSTRAP (1000; quick 400), BENCH_MAX_RUNS (stop after so
-many runs and fit what there is), BENCH_GBDT_MAX_ITER (800, quick 300; 0 = no
-gradient-boosting reference curve over the data fractions); overrides of the setting:
-BENCH_SCALING_FRACTIONS (e.g. 1/32,1/8,1), BENCH_SCALING_SIZES, BENCH_SCALING_EMBEDDINGS,
-BENCH_LR_GRID (multipliers). Runs already in BENCH_WORK (same validation impressions,
+BENCH_SCALING_QUICK, BENCH_SCALING_FULL, BENCH_BOOTSTRAP (1000; quick 400), BENCH_MAX_RUNS
+(stop after so many runs and fit what there is), BENCH_GBDT_MAX_ITER (300: the full data's
+validation AUC peaks at 137 trees; 0 = no gradient-boosting reference curve over the data
+fractions; it runs single-threaded, as OpenMP barriers at nice 19 beside other jobs made
+3,510 rows take 205 s); overrides of the setting: BENCH_SEEDS (every point; also the data
+axis's unless BENCH_DATA_SEEDS), BENCH_DATA_SEEDS, BENCH_SCALING_FRACTIONS (e.g. 1/32,1/8,1),
+BENCH_SCALING_SIZES, BENCH_SCALING_EMBEDDINGS, BENCH_LR_GRID (multipliers). Runs already in BENCH_WORK (same validation impressions,
 same run) are reused, so a larger setting trains only what is missing; with
 BENCH_SCALING_CACHED_ONLY=1 nothing is trained: the fits use the cached runs of the setting.
 """
@@ -47,10 +63,14 @@ import numpy as np
 
 from bench.bench_rankers import ROOT, logs_and_days
 
-FULL = {"fractions": [1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0, 4.0],
-        "embedding_dims": [4, 8, 16, 32], "seeds": [0, 1, 2], "lr_grid": [0.5, 1.0, 2.0]}
+# seeds: every point's; data_seeds: the data-axis points' (a superset). DEFAULT fits ~60 min of
+# training on the 2-core machine from an empty BENCH_WORK (38 runs x ~85 s measured + the GBDT
+# curve); FULL (BENCH_SCALING_FULL=1) is the issue's whole grid, ~3.5 h here (3 seeds, LR grid).
+DEFAULT = {"fractions": [1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0, 4.0],
+           "embedding_dims": [4, 8, 16, 32], "seeds": [0], "data_seeds": [0, 1], "lr_grid": [1.0]}
+FULL = dict(DEFAULT, seeds=[0, 1, 2], data_seeds=[0, 1, 2], lr_grid=[0.5, 1.0, 2.0])
 QUICK = {"fractions": [1 / 32, 1 / 8, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0],
-         "embedding_dims": [], "seeds": [0], "lr_grid": [1.0]}
+         "embedding_dims": [], "seeds": [0], "data_seeds": [0], "lr_grid": [1.0]}
 BASE_SIZE = 1.0
 
 
@@ -74,8 +94,33 @@ def sized_params(model_type, base, m):
     return params
 
 
-def plan(models, setting, base_embedding):
-    """The runs: (ranker, axis tags, fraction, size, embedding_dim); base_embedding = the config's."""
+def _flag(env, name):
+    return env.get(name, "0") not in ("", "0")
+
+
+def choose_setting(env):
+    """(name, setting) from BENCH_SCALING_QUICK / BENCH_SCALING_FULL and the per-axis overrides
+    (BENCH_SEEDS sets both seed lists unless BENCH_DATA_SEEDS is given; "" = none of the axis)."""
+    quick, full = _flag(env, "BENCH_SCALING_QUICK"), _flag(env, "BENCH_SCALING_FULL")
+    if quick and full:
+        raise ValueError("bench-scaling: BENCH_SCALING_QUICK and BENCH_SCALING_FULL are exclusive")
+    name = "quick" if quick else "full" if full else "default"
+    setting = dict({"quick": QUICK, "full": FULL, "default": DEFAULT}[name])
+    for var, key, cast in (("BENCH_SEEDS", "seeds", int), ("BENCH_DATA_SEEDS", "data_seeds", int),
+                           ("BENCH_SCALING_FRACTIONS", "fractions", _number), ("BENCH_SCALING_SIZES", "sizes", _number),
+                           ("BENCH_SCALING_EMBEDDINGS", "embedding_dims", int), ("BENCH_LR_GRID", "lr_grid", _number)):
+        if env.get(var) is not None:
+            setting[key] = [cast(v) for v in env[var].split(",") if v.strip()]
+    if env.get("BENCH_SEEDS") is not None and env.get("BENCH_DATA_SEEDS") is None:
+        setting["data_seeds"] = list(setting["seeds"])
+    setting["data_seeds"] = sorted(set(setting["data_seeds"]) | set(setting["seeds"]))
+    return name, setting
+
+
+def plan(models, setting, base_embedding, seed=None):
+    """The runs: (ranker, axis tags, fraction, size, embedding_dim); base_embedding = the config's.
+    With `seed`: only the points that seed trains (every point for `seeds`, the data axis's
+    for `data_seeds`); a point's axis tags do not depend on the seed."""
     runs = []
     for name in models:
         points = {}
@@ -86,6 +131,9 @@ def plan(models, setting, base_embedding):
         for e in setting["embedding_dims"]:
             points.setdefault((1.0, BASE_SIZE, e), set()).add("embedding")
         for (f, m, e), axes in sorted(points.items(), key=lambda kv: -kv[0][0]):  # full data first: its LR choice
+            if seed is not None and seed not in setting["seeds"] and not (
+                    "data" in axes and seed in setting.get("data_seeds", ())):
+                continue
             runs.append({"ranker": name, "axes": sorted(axes), "fraction": f, "size": m, "embedding_dim": e})
     return runs
 
@@ -111,6 +159,10 @@ def train_one(run, lr_mult, seed, data, sizes, batch_size, epochs):
     config = base.replace(ranker_params=params, learning_rate=base.learning_rate * scale, batch_size=batch_size,
                           seed=seed, embedding_dim=run["embedding_dim"])
     model = build_ranker(config, sizes)
+    missing = [k for k in model.input_names if k not in train_x]
+    if missing:
+        raise ValueError(f"bench-scaling: the transformed splits in BENCH_WORK lack the model inputs {missing}: they "
+                         f"were built with other LOG_SIGNALS (now {list(configs.LOG_SIGNALS)}); use another BENCH_WORK")
     keep = np.sort(perm[:max(1, int(round(run["fraction"] * perm.size)))])
     inputs = lambda x, rows=None: {k: (x[k] if rows is None else x[k][rows]) for k in model.input_names}  # noqa: E731
     train_ds = in_memory_dataset(inputs(train_x, keep), {k: v[keep] for k, v in train_y.items()}, batch_size, True,
@@ -128,7 +180,7 @@ def train_one(run, lr_mult, seed, data, sizes, batch_size, epochs):
     per_example = -(y * np.log(p) + (1 - y) * np.log(1 - p))
     counts = parameter_counts(model)
     flops = flops_per_example(model)
-    record = dict(run, seed=seed, lr_multiplier=lr_mult, batch_size=batch_size, max_epochs=epochs,
+    record = dict(run, seed=seed, lr_multiplier=lr_mult, signals=sorted(configs.LOG_SIGNALS), batch_size=batch_size, max_epochs=epochs,
                   learning_rate=config.learning_rate,
                   embedding_dim=config.embedding_dim, ranker_params=params, train_examples=int(keep.size),
                   **{f"{k}_params": v for k, v in counts.items()}, forward_flops_per_example=flops,
@@ -154,13 +206,13 @@ class RunCache:
         self.labels = labels
 
     @staticmethod
-    def key(r):
+    def key(r):  # runs cached before "signals" was recorded had none (LOG_SIGNALS=none, session 19)
         return [r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier", 1.0), r["seed"],
-                r.get("batch_size", 256), r.get("max_epochs", 3), r.get("max_iter")]
+                r.get("batch_size", 256), r.get("max_epochs", 3), r.get("max_iter"), sorted(r.get("signals", []))]
 
-    def get(self, run, lr_mult, seed, batch_size, epochs, max_iter=None):
+    def get(self, run, lr_mult, seed, batch_size, epochs, max_iter=None, signals=()):
         want = self.key(dict(run, lr_multiplier=lr_mult, seed=seed, batch_size=batch_size, max_epochs=epochs,
-                             max_iter=max_iter))
+                             max_iter=max_iter, signals=list(signals)))
         for rec, loss in zip(self.records, self.losses):
             if self.key(rec) == want:
                 return dict(rec, axes=run["axes"], cached=True), loss
@@ -177,10 +229,12 @@ class RunCache:
         return rec, loss
 
 
-def gbdt_runs(data, fractions, max_iter, cache, cached_only=False):
+def gbdt_runs(data, fractions, max_iter, cache, cached_only=False, signals=()):
     """The gradient-boosting reference (bench/gbdt_reference.py: its design matrix and
     classifier, trees chosen on validation AUC, its parameters) on the same nested
     impression subsets -> [(record, per-impression validation log loss)]."""
+    from threadpoolctl import threadpool_limits
+
     from bench.gbdt_reference import _classifier, design
 
     (train_x, train_y), (val_x, val_y), perm = data
@@ -193,17 +247,19 @@ def gbdt_runs(data, fractions, max_iter, cache, cached_only=False):
     out = []
     for f in fractions:
         run = {"ranker": "gbdt", "axes": ["data"], "fraction": f, "size": None, "embedding_dim": None}
-        hit = cache.get(run, 1.0, 0, None, None, max_iter)
+        hit = cache.get(run, 1.0, 0, None, None, max_iter, signals)
         if hit or cached_only:
             out.extend([hit] if hit else [])
             continue
         keep = np.sort(perm[:max(1, int(round(f * perm.size)))])
         load, t0 = open("/proc/loadavg").read().split()[:3], time.time()
-        model, trees, _ = _classifier(params, (train_matrix[keep], train_y["click_prob"].reshape(-1)[keep]),
-                                      val_matrix, y_val)
+        with threadpool_limits(1):  # OpenMP barriers under nice 19 beside other jobs: 205 s for 3,510 rows
+            model, trees, _ = _classifier(params, (train_matrix[keep], train_y["click_prob"].reshape(-1)[keep]),
+                                          val_matrix, y_val)
         p = np.clip(model.predict_proba(val_matrix)[:, 1], 1e-7, 1 - 1e-7)
         per_example = -(y_val * np.log(p) + (1 - y_val) * np.log(1 - p))
         out.append(cache.put({**run, "seed": 0, "lr_multiplier": 1.0, "batch_size": None, "max_epochs": None,
+                              "signals": sorted(signals),
                               "train_examples": int(keep.size), "trees": trees, "max_iter": max_iter,
                      "val_logloss": float(per_example.mean()), "seconds": round(time.time() - t0, 1),
                               "loadavg_before": load, "loadavg_after": open("/proc/loadavg").read().split()[:3]},
@@ -239,13 +295,12 @@ def main() -> int:
     if found is None:
         return 2
     logs, train_days, eval_days = found
-    quick = os.environ.get("BENCH_SCALING_QUICK", "0") not in ("", "0")
-    setting = dict(QUICK if quick else FULL)
-    for name, key, cast in (("BENCH_SEEDS", "seeds", int), ("BENCH_SCALING_FRACTIONS", "fractions", _number),
-                            ("BENCH_SCALING_SIZES", "sizes", _number), ("BENCH_SCALING_EMBEDDINGS", "embedding_dims", int),
-                            ("BENCH_LR_GRID", "lr_grid", _number)):
-        if os.environ.get(name) is not None:  # overrides of the setting ("" = none of the axis)
-            setting[key] = [cast(v) for v in os.environ[name].split(",") if v.strip()]
+    try:
+        setting_name, setting = choose_setting(os.environ)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    quick = setting_name == "quick"
     models = [m.strip() for m in (os.environ.get("BENCH_MODELS") or "din,dcn").split(",") if m.strip()]
     batch_size = int(os.environ.get("BENCH_BATCH_SIZE", "256"))
     epochs = int(os.environ.get("BENCH_EPOCHS", "3"))
@@ -259,17 +314,19 @@ def main() -> int:
     val_labels = data[1][1]["click_prob"].reshape(-1).astype(np.float64)
     print(f"[bench-scaling] data ready in {time.time() - t0:.0f}s: {json.dumps(info)}", flush=True)
     command = " ".join([f"{k}={v}" for k, v in sorted(os.environ.items()) if v and (
-        k.startswith("BENCH_") or k in ("LOGS", "TRAIN_DAYS", "EVAL_DAYS"))] + ["make bench-scaling"])
-    settings = dict(setting, quick=quick, models=models, batch_size=batch_size, max_epochs=epochs, bootstrap=n_boot)
+        k.startswith("BENCH_") or k in ("LOGS", "TRAIN_DAYS", "EVAL_DAYS", "LOG_SIGNALS"))] + ["make bench-scaling"])
+    settings = dict(setting, name=setting_name, models=models, batch_size=batch_size, max_epochs=epochs, bootstrap=n_boot)
     cache = RunCache(work, val_labels)
-    train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs) or cache.put(  # noqa: E731
+    signals = sorted(configs.LOG_SIGNALS)
+    info["signals"] = signals
+    train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs, signals=signals) or cache.put(  # noqa: E731
         *train_one(run, m, seed, data, sizes, batch_size, epochs))
-    cached_only = os.environ.get("BENCH_SCALING_CACHED_ONLY", "0") not in ("", "0")
+    cached_only = _flag(os.environ, "BENCH_SCALING_CACHED_ONLY")
     if cached_only:  # refit what BENCH_WORK holds, train nothing
-        train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs)  # noqa: E731
+        train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs, signals=signals)  # noqa: E731
     records, losses, lr_chosen = [], [], {}
-    for seed in setting["seeds"]:  # seed-major: a run cut short leaves whole sweeps
-        for run in plan(models, setting, configs.EMBEDDING_DIM):
+    for seed in setting["data_seeds"]:  # seed-major: a run cut short leaves whole sweeps
+        for run in plan(models, setting, configs.EMBEDDING_DIM, seed):
             if max_runs and len(records) >= max_runs:
                 break
             key = (run["ranker"], run["size"], run["embedding_dim"])
@@ -293,16 +350,20 @@ def main() -> int:
                 "ranker", "axes", "fraction", "size", "embedding_dim", "seed", "lr_multiplier", "non_embedding_params",
                 "forward_flops_per_example", "val_logloss", "best_epoch", "seconds", "cached", "loadavg_after")}),
                 flush=True)
-    gbdt_iter = int(os.environ.get("BENCH_GBDT_MAX_ITER", "300" if quick else "800"))
+    gbdt_iter = int(os.environ.get("BENCH_GBDT_MAX_ITER", "300"))  # full data peaks at 137 trees (gbdt_reference.json)
     if gbdt_iter and not (max_runs and len(records) >= max_runs):
-        for rec, per_example in gbdt_runs(data, setting["fractions"], gbdt_iter, cache, cached_only):
+        for rec, per_example in gbdt_runs(data, setting["fractions"], gbdt_iter, cache, cached_only, signals):
             print(f"[bench-scaling] gbdt {rec['fraction']:.4f}: {rec['val_logloss']:.5f} ({rec['seconds']} s)", flush=True)
             records.append(rec)
             losses.append(per_example)
     result = report(records, np.array(losses), val_labels, n_boot, out_path)
+    trained = [r for r in records if not r.get("cached")]
     result = {"command": command, "data": info, "settings": settings,
               "machine": "2 cores shared with other jobs (load average per run)",
-              "seconds": round(time.time() - t0, 1), **result, "runs": records}
+              "seconds": round(time.time() - t0, 1), "runs_trained": len(trained), "runs_cached": len(records) - len(trained),
+              "trained_seconds": {"deep": round(sum(r["seconds"] for r in trained if r["ranker"] != "gbdt"), 1),
+                                  "gbdt": round(sum(r["seconds"] for r in trained if r["ranker"] == "gbdt"), 1)},
+              "loadavg_end": open("/proc/loadavg").read().split()[:3], **result, "runs": records}
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     with open(out_path + ".tmp", "w") as f:
         json.dump(result, f, indent=1)
