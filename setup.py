@@ -24,6 +24,7 @@ setuptools.setup(
         "tensorflow-recommenders",
         "apache-beam[gcp]==2.61.0",  # TFT 1.16 deep_copy breaks on Beam >= 2.7x (multi-phase analyzers)
         "numpy<2",
+        "isal",  # LogExampleGen's gzip writer (record_files.py); zlib when absent
         "pandas",
         "matplotlib",
     ],

@@ -24,7 +24,14 @@ import google_crc32c
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-COMPRESSION_LEVEL = 1  # zlib's fastest: ~1.5x smaller than raw records at a fraction of level 6's cost
+try:  # ISA-L's deflate (python-isal): the same gzip stream, ~5x faster than zlib at level 1
+    from isal import isal_zlib as _deflate
+except ImportError:  # pragma: no cover - a worker without isal writes with zlib (slower, same format)
+    _deflate = zlib
+
+# Level 1 on LogExampleGen's records (103 MB of examples, one core): zlib 153 MB/s, 7.4x
+# smaller; isal 852 MB/s, 7.4x smaller; zlib level 6: 86 MB/s, 8.9x.
+COMPRESSION_LEVEL = 1
 _MASK_DELTA = 0xA282EAD8
 _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
@@ -74,7 +81,7 @@ class ShardWriter:
         self._temp = os.path.join(tmp, f"{uuid.uuid4().hex}-{os.path.basename(path)}")
         ensure_dir(tmp)
         self._file = FileSystems.create(self._temp, compression_type="uncompressed")
-        self._zip = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31) if gzip else None
+        self._zip = _deflate.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31) if gzip else None
 
     def write_bytes(self, data: bytes) -> None:
         self._file.write(self._zip.compress(data) if self._zip else data)

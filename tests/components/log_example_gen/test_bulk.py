@@ -157,9 +157,16 @@ def test_split_fields_is_the_csv_split():
         assert SC.split_all(texts) == [SC.split_fields(t) for t in texts], texts
 
 
-def test_shard_files_are_tfrecords(tmp_path):
+@pytest.mark.parametrize("deflate", ["isal", "zlib"])  # the writer's default, and its fallback without isal
+def test_shard_files_are_tfrecords(tmp_path, monkeypatch, deflate):
+    import zlib
+
     import tensorflow as tf
 
+    if deflate == "zlib":
+        monkeypatch.setattr(record_files, "_deflate", zlib)
+    else:
+        assert record_files._deflate.__name__ == "isal.isal_zlib"  # installed by make setup (requirements.lock)
     records = [b"", b"x", bytes(range(256)) * 40] + [os.urandom(random.Random(k).randrange(300)) for k in range(50)]
     tmp = record_files.temp_dir(str(tmp_path), "run")
     w = record_files.ShardWriter(str(tmp_path / "Split-a" / "data_tfrecord-00003-of-00016.gz"), tmp)
