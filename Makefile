@@ -150,7 +150,7 @@ bench-scale: setup
 # embedding width and training FLOPs for DIN and DCN, L(x) = E + A x^-alpha fits with
 # bootstrap intervals, extrapolation check and the data-vs-model verdict on LOGS (default:
 # the shared real logs) -> bench/results/scaling.json + .png (see bench/bench_scaling.py).
-# Default ~60 min of training on 2 cores (1 seed, 2 on the data axis, no LR grid);
+# Default ~60 min of training on 2 cores (1 seed, 3 on the data axis, no LR grid);
 # BENCH_SCALING_FULL=1 the whole grid (3 seeds, LR grid, ~3.5 h); BENCH_SCALING_QUICK=1 a look.
 # BENCH_WORK (default /tmp/bench_scaling) caches the runs: a rerun trains only what is missing
 .PHONY: bench-scaling

@@ -26,12 +26,12 @@ early stopping on the validation click AUC, best epoch kept; batch BENCH_BATCH_S
 the Trainer's in-memory input) and is scored on the validation day: log loss and NE
 (log loss / H(click rate)), per impression kept for the bootstrap.
 
-Settings (one run ~70-120 s here at load 1-3, a 4x-wide one up to ~3 min):
+Settings (a full-data run 45-150 s here at load ~2, a 1/32 .. 1/8 one 13-25 s):
   default  the four axes above (6 fractions, sizes 0.25 .. 4, widths 4 .. 32) with seed 0,
-           and seed 1 too on both rankers' data axes (the axis the extrapolation check
-           and the verdict rest on: 2 seeds give the seed noise for both rankers at the
-           cost 3 seeds on one would): 38 runs, ~55 min + the GBDT curve; the config's
-           learning rate (the LR grid would triple the full-data points: FULL only)
+           and seeds 1 and 2 on both rankers' data axes (the axis the extrapolation check
+           and the verdict rest on; its small fractions are cheap): 50 runs, 43 min of
+           training at load ~2 (64 min at load 2-6) + ~1 min of GBDT; the config's learning
+           rate (the LR grid would triple the 26 full-data points, ~+50 min: FULL only)
   FULL     (BENCH_SCALING_FULL=1) 3 seeds on every point and the learning rate of each
            size chosen from BENCH_LR_GRID (× the config's) on the validation log loss of
            the first seed at full data, the other seeds reusing it: ~3.5 h
@@ -64,11 +64,12 @@ import numpy as np
 from bench.bench_rankers import ROOT, logs_and_days
 
 # seeds: every point's; data_seeds: the data-axis points' (a superset). DEFAULT fits ~60 min of
-# training on the 2-core machine from an empty BENCH_WORK (38 runs x ~85 s measured + the GBDT
-# curve); FULL (BENCH_SCALING_FULL=1) is the issue's whole grid, ~3.5 h here (3 seeds, LR grid).
+# training on the 2-core machine from an empty BENCH_WORK (50 runs: 43 min at load ~2, 64 min
+# at the load 2-6 of their first measurement, + ~1 min of GBDT); FULL (BENCH_SCALING_FULL=1) is
+# the issue's whole grid, ~3.5 h here (3 seeds everywhere, LR grid).
 DEFAULT = {"fractions": [1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0, 4.0],
-           "embedding_dims": [4, 8, 16, 32], "seeds": [0], "data_seeds": [0, 1], "lr_grid": [1.0]}
-FULL = dict(DEFAULT, seeds=[0, 1, 2], data_seeds=[0, 1, 2], lr_grid=[0.5, 1.0, 2.0])
+           "embedding_dims": [4, 8, 16, 32], "seeds": [0], "data_seeds": [0, 1, 2], "lr_grid": [1.0]}
+FULL = dict(DEFAULT, seeds=[0, 1, 2], lr_grid=[0.5, 1.0, 2.0])
 QUICK = {"fractions": [1 / 32, 1 / 8, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0],
          "embedding_dims": [], "seeds": [0], "data_seeds": [0], "lr_grid": [1.0]}
 BASE_SIZE = 1.0

@@ -117,6 +117,10 @@ def verdict(ranker, records, losses, fits, extras):
                      f"{g['gain']:.5f} (80 % interval {lo:.5f} .. {hi:.5f}), {g['gain'] / floor:.2f}x the noise floor "
                      f"{floor:.5f}" + ("" if lo > floor else " (the interval reaches below the noise floor: "
                                         "not detectable on this validation day)"))
+    emb = embedding_reading(fits.get(("embedding", "logloss")), floor)
+    if emb:
+        out["embedding"] = emb
+        words.append(emb["text"])
     data_fit = fits.get(("data", "logloss"))
     if data_fit and "E" in data_fit:
         share = (l0 - data_fit["E"]) / l0
@@ -132,6 +136,24 @@ def verdict(ranker, records, losses, fits, extras):
                      (" but the two intervals overlap" if overlap else " (intervals disjoint)"))
     out["text"] = f"{ranker}: " + "; ".join(words) + "."
     return out
+
+
+def embedding_reading(fit, floor):
+    """The embedding axis in words: the best width and how far the widest one is above it,
+    in units of the noise floor (> 2: the loss turns up, "collapse"; else: saturated if the
+    best is not the widest, still falling if it is)."""
+    if not fit or len(fit["points"]) < 2:
+        return None
+    xs, ys = [p["x"] for p in fit["points"]], [p["loss"] for p in fit["points"]]
+    best = int(np.argmin(ys))
+    excess = (ys[-1] - ys[best]) / floor
+    shape = ("still falling at the widest" if best == len(ys) - 1 else
+             "turns up past the best width (collapse)" if excess > 2 else "saturated (the widest within 2 noise floors "
+                                                                          "of the best)")
+    losses = " / ".join(f"{y:.4f}" for y in ys)
+    return {"best_width": xs[best], "widest_minus_best_over_noise_floor": round(float(excess), 2), "shape": shape,
+            "text": f"embedding widths {' / '.join(f'{x:g}' for x in xs)}: log loss {losses}, best at {xs[best]:g}, "
+                    f"{shape}"}
 
 
 def report(records, losses, labels, n_boot, out_path):
