@@ -40,6 +40,7 @@ from tensorflow_model_analysis.extractors import extractor as tfma_extractor
 from tensorflow_model_analysis.extractors import slice_key_extractor, unbatch_extractor
 from tensorflow_model_analysis.slicer import slicer_lib as slicer
 
+from models.evaluation.tfma import predictions
 from models.evaluation.tfma.specs import CUSTOM_MODULES
 
 # Built-ins whose combiners sum over every (label, prediction) value of an input, so a
@@ -158,10 +159,14 @@ def SliceBatches(eval_config: tfma.EvalConfig) -> tfma_extractor.Extractor:  # n
 def custom_extractors(eval_shared_model, eval_config: tfma.EvalConfig,
                       tensor_adapter_config=None) -> Optional[List[tfma_extractor.Extractor]]:
     """The TFX Evaluator's ``custom_extractors`` hook: TFMA's default extractors with
-    the unbatching and per-example slicing replaced by :func:`SliceBatches`, or the
-    defaults unchanged when :func:`unsupported` names a reason."""
+    the unbatching and per-example slicing replaced by :func:`SliceBatches` (the defaults
+    when :func:`unsupported` names a reason), and in both cases the predictions of
+    ``predictions.PredictionsExtractor`` (signatures called by keyword)."""
     defaults = tfma.default_extractors(eval_shared_model=eval_shared_model, eval_config=eval_config,
                                        tensor_adapter_config=tensor_adapter_config)
+    if eval_shared_model is not None:  # signatures called by keyword (predictions.py)
+        defaults = [predictions.PredictionsExtractor(eval_config, eval_shared_model)
+                    if x.stage_name == predictions.STAGE_NAME else x for x in defaults]
     if unsupported(eval_config):
         return defaults
     per_example = {unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME, SLICE_BATCHES_STAGE_NAME}
