@@ -139,21 +139,23 @@ def verdict(ranker, records, losses, fits, extras):
 
 
 def embedding_reading(fit, floor):
-    """The embedding axis in words: the best width and how far the widest one is above it,
-    in units of the noise floor (> 2: the loss turns up, "collapse"; else: saturated if the
-    best is not the widest, still falling if it is)."""
+    """The embedding axis in words, in units of the noise floor: flat if the narrowest width
+    is within 2 floors of the best; else collapse if the widest is > 2 floors above the best,
+    still falling if the widest is the best, saturated otherwise."""
     if not fit or len(fit["points"]) < 2:
         return None
     xs, ys = [p["x"] for p in fit["points"]], [p["loss"] for p in fit["points"]]
     best = int(np.argmin(ys))
-    excess = (ys[-1] - ys[best]) / floor
-    shape = ("still falling at the widest" if best == len(ys) - 1 else
-             "turns up past the best width (collapse)" if excess > 2 else "saturated (the widest within 2 noise floors "
-                                                                          "of the best)")
+    span, excess = (ys[0] - ys[best]) / floor, (ys[-1] - ys[best]) / floor
+    shape = ("flat (every width within 2 noise floors of the best)" if span <= 2 and excess <= 2 else
+             "turns up past the best width (collapse)" if excess > 2 else
+             "still falling at the widest" if best == len(ys) - 1 else
+             "saturated (the widest within 2 noise floors of the best)")
     losses = " / ".join(f"{y:.4f}" for y in ys)
-    return {"best_width": xs[best], "widest_minus_best_over_noise_floor": round(float(excess), 2), "shape": shape,
-            "text": f"embedding widths {' / '.join(f'{x:g}' for x in xs)}: log loss {losses}, best at {xs[best]:g}, "
-                    f"{shape}"}
+    return {"best_width": xs[best], "narrowest_minus_best_over_noise_floor": round(float(span), 2),
+            "widest_minus_best_over_noise_floor": round(float(excess), 2), "shape": shape,
+            "text": f"embedding widths {' / '.join(f'{x:g}' for x in xs)}: log loss {losses}, best at {xs[best]:g} "
+                    f"({span:.2f}x the noise floor below the narrowest), {shape}"}
 
 
 def report(records, losses, labels, n_boot, out_path):
@@ -281,7 +283,8 @@ def refit(work, json_path, n_boot):
     key = lambda r: (r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier"), r["seed"])  # noqa: E731
     index = {key(r): i for i, r in enumerate(cached)}
     losses = saved["losses"][[index[key(r)] for r in result["runs"]]]
-    result.update(report(result["runs"], losses, saved["labels"], n_boot, json_path))
+    result.update(report(result["runs"], losses, saved["labels"], n_boot, json_path),
+                  refit_command=f"python -m bench.scaling_report <BENCH_WORK> {os.path.relpath(json_path)} {n_boot}")
     with open(json_path + ".tmp", "w") as f:
         json.dump(result, f, indent=1)
     os.replace(json_path + ".tmp", json_path)
