@@ -1,14 +1,14 @@
 """Few large batches instead of many small ones: a DoFn's keyed outputs joined per key.
 
 A stage that cuts each input batch by a second key (the tab pass: by user shard and entity
-shard, for each tab-hour; SelectRows: by tab, for each user shard) would emit
+shard, for each tab block; SelectRows: by tab, for each user shard) would emit
 inputs × keys small batches, and every batch costs a pickle, a spill-file record and a
 concatenation downstream whatever its size (1M rows: ~190k batches of the tab pass, 60 s).
 ``BatchBuffer`` holds a bundle's input batches with a key per row, and when more than
 ``max_rows`` rows are held and when the bundle finishes it joins them and cuts the join by
 key once, emitting each key's rows as one batch: a stage emits about
 keys × (rows / max_rows + 1) batches and holds at most ``max_rows`` rows, and the cut costs
-once per drain, not once per input (cutting each tab-hour of the real logs, ~80 rows, 96
+once per drain, not once per input (cutting each tab-hour block of the real logs, ~80 rows, 96
 ways cost more than the tab pass itself: ~35 CPU-µs a row).
 """
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
