@@ -299,8 +299,8 @@ class LogsToExamples(beam.PTransform):
                     | "SelectRows" >> beam.ParDo(_SelectRows(cfg, paths), users_si, videos_si, window_si, split_si)
                     .with_output_types(Any).with_outputs(_BAD, _COUNT, _SIGNAL_ROWS, main="rows"))
         row_signals = selected[_SIGNAL_ROWS] | "RowSignals" >> signals_beam.RowSignals(
-            cfg.label_delay_s, cfg.signal_prior_ctr, shards, shards, self._spill_dir("tab"),
-            self._spill_dir("entity"), rows_per_date=beam.pvalue.AsSingleton(date_list))
+            cfg.label_delay_s, cfg.signal_prior_ctr, shards, shards, beam.pvalue.AsSingleton(date_list),
+            self._spill_dir("tab"), self._spill_dir("entity"))
         built = ({"rows": selected.rows, "tab_signals": row_signals[0], "entity_signals": row_signals[1]}
                  | "JoinSignals" >> spill.CoGroupByKey(self._spill_dir("join"), tags={
                      "tab_signals": "signals", "entity_signals": "signals"})

@@ -152,12 +152,10 @@ class RowSignals(beam.PTransform):
     the entity passes') of (user shard, (family, batch of row_id, user_id and the family's
     signals)) for sig_tab_ctr and every entity family; the two
     groupings go through files under the spill folders when they are set (spill.py).
-    ``rows_per_date``: a singleton side input of the log's [(date, rows)], for W (module doc);
-    None: hour blocks."""
+    ``rows_per_date``: a singleton side input of the log's [(date, rows)], for W (module doc)."""
 
     def __init__(self, label_delay_s: float, prior_ctr: float, user_shards: int, entity_shards: int,
-                 tab_spill_dir: Optional[str] = None, entity_spill_dir: Optional[str] = None,
-                 rows_per_date=None):
+                 rows_per_date, tab_spill_dir: Optional[str] = None, entity_spill_dir: Optional[str] = None):
         super().__init__()
         self._rows_per_date = rows_per_date
         self._spill_dirs = tab_spill_dir, entity_spill_dir
@@ -166,12 +164,9 @@ class RowSignals(beam.PTransform):
         self._user_shards, self._entity_shards = user_shards, entity_shards
 
     def expand(self, by_tab):
-        if self._rows_per_date is None:
-            blocks = by_tab | "TabBlocks" >> beam.FlatMap(_tab_blocks, self._delay_ms, HOUR_MS)
-        else:
-            blocks = by_tab | "TabBlocks" >> beam.FlatMap(
-                lambda element, delay_ms, counts: _tab_blocks(element, delay_ms, tab_block_ms(counts)),
-                self._delay_ms, self._rows_per_date)
+        blocks = by_tab | "TabBlocks" >> beam.FlatMap(
+            lambda element, delay_ms, counts: _tab_blocks(element, delay_ms, tab_block_ms(counts)),
+            self._delay_ms, self._rows_per_date)
         block_sums = (blocks
                       | "BlockSums" >> beam.FlatMap(_block_sums)
                       | "SumPerBlock" >> beam.CombinePerKey(_add_sums))
