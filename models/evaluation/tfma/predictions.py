@@ -6,10 +6,10 @@ functions bind keyword arguments only, so TensorFlow's ``ConcreteFunction`` firs
 its structured signature, fails and builds the ``TypeError`` message, which holds the
 ``repr`` of the whole batch (1,000 serialized examples: megabytes of escaped bytes),
 then calls the flat signature, which works. The prediction is right; the message is
-the cost: measured on the pipeline's DIN with 1,000-row batches, 0.46 CPU-s a batch
-positionally against 0.12 CPU-s by keyword, ~340 CPU-µs per eval row per model
-(candidate and baseline), and 129 GB allocated for the strings of a 45k-row
-evaluation (memray).
+the cost: measured on the pipeline's DIN with 1,000-row batches at load ~2, 0.46 CPU-s a
+batch positionally against 0.12 CPU-s by keyword (~340 CPU-µs per eval row per model,
+candidate and baseline; ~180 µs idle, from bench_evaluator's 20k rows), and 129 GB
+allocated for the strings of a 45k-row evaluation (memray).
 
 :func:`PredictionsExtractor` is TFMA's (same stage name, same ``ModelSignaturesDoFn``,
 same outputs) with the loaded models wrapped so that a signature of exactly one input
