@@ -80,11 +80,26 @@ def run_node(logs: str, out: str, node: str) -> dict:
     start = time.time()
     cpu_before = _cpu_seconds()
     tfx.orchestration.LocalDagRunner().run(p, run_options=pipeline_py.RunOptions(from_nodes=[node], to_nodes=[node]))
-    to_mb = 1 / 1024.0  # ru_maxrss is in KiB on Linux
     return {"name": node, "seconds": round(time.time() - start, 2),
             "cpu_seconds": round(_cpu_seconds() - cpu_before, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * to_mb, 1),
-            "peak_rss_children_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * to_mb, 1)}
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "peak_rss_children_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)}
+
+
+def peak_rss_mb(status: str = "/proc/self/status") -> float:
+    """This process's own peak RSS in MB: VmHWM, the high-water mark of its address space.
+    Not ru_maxrss: Linux carries the maximum over the address spaces a process had, so
+    after fork + exec a child's ru_maxrss starts at its parent's RSS at the fork (a child
+    of a 1.5 GB parent reports >= 1.5 GB however little it uses). ru_maxrss where there is
+    no /proc (KiB on Linux, bytes on macOS: there it is an upper bound anyway)."""
+    try:
+        with open(status) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _cpu_seconds() -> float:
@@ -107,13 +122,11 @@ def _child(*args) -> dict:
 
 
 def run_size(rows: int, work: str) -> dict:
-    from data.simulator import simulate
-
     logs, out = os.path.join(work, f"logs_{rows}"), os.path.join(work, f"run_{rows}")
     sim = simulator_args(rows)
     if not os.path.exists(os.path.join(logs, "DONE")):
         start = time.time()
-        simulate(logs, **sim)
+        _child("--simulate", str(rows), logs)  # in a child: this process stays small (see peak_rss_mb)
         open(os.path.join(logs, "DONE"), "w").write(f"{time.time() - start:.1f}\n")
     subprocess.run(["rm", "-rf", out], check=True)
     nodes = _child("--node-ids", logs, out)
@@ -198,8 +211,13 @@ def plot(result: dict, path: str) -> None:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("--node", "--node-ids", "--counts"):  # child processes
-        if argv[0] == "--node":
+    if argv and argv[0] in ("--node", "--node-ids", "--counts", "--simulate"):  # child processes
+        if argv[0] == "--simulate":
+            from data.simulator import simulate
+
+            simulate(argv[2], **simulator_args(int(argv[1])))
+            print(json.dumps({"logs": argv[2]}))
+        elif argv[0] == "--node":
             print(json.dumps(run_node(argv[2], argv[3], argv[1])))
         elif argv[0] == "--node-ids":
             print(json.dumps(node_ids(argv[1], argv[2])))

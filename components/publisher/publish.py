@@ -40,11 +40,13 @@ class PublishRefused(RuntimeError):
 
 
 def build_published_model(trained_model_dir: str, importance, config: PublishConfig, tf_transform_output,
-                          out_dir: str, plans=None, fixed_plans: bool = False) -> dict:
+                          out_dir: str, plans=None, fixed_plans: bool = False, model=None) -> dict:
     """Rewrites the trained ranker (models/publishing/rewrite.py) and exports it with the
     trainer's signatures to `out_dir`; returns the per-table report and L. `plans`,
-    `fixed_plans`: rewrite.publish_tables's (computed plans out; a delta's fixed plans in)."""
-    model = rewrite.load_trained_model(trained_model_dir)
+    `fixed_plans`: rewrite.publish_tables's (computed plans out; a delta's fixed plans in).
+    `model`: the trained ranker already loaded from `trained_model_dir` and not rewritten
+    (the sweep's, its tables restored), used up by this call; default: loaded here."""
+    model = model if model is not None else rewrite.load_trained_model(trained_model_dir)
     tables = rewrite.publish_tables(model, importance, config, plans=plans, fixed_plans=fixed_plans)
     length = rewrite.history_length(model)
     export_serving_model(model, tf_transform_output, length, out_dir)
@@ -197,6 +199,7 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
     candidates = [config]  # prune_auto: one config per candidate fraction, tried in order
 
     report["prune_fallbacks"] = []
+    loaded = {}  # the sweep's Keras ranker, for the first candidate's SavedModel (a fallback loads afresh)
     if config.sweep_fractions:  # NE loss against pruned fraction; with prune_auto it picks the fraction
         tune = (verification.read_examples(tune_files, config.sweep_max_examples or None) if tune_files
                 else serialized[:config.sweep_max_examples or None])
@@ -215,12 +218,13 @@ def publish(trained_model_dir: str, model_artifact_dir: str, transform_graph_dir
                         report["prune_fallbacks"].append({"fraction": row["fraction"], "check": "in memory",
                                                           "reason": "; ".join(failures)})
                 candidates = candidates[len(report["prune_fallbacks"]):]
+        loaded["model"] = model  # its tables restored: the first SavedModel is built from it (no second load)
         del model
 
     def assemble(temp_dir: str) -> None:
         plans.clear()
         built = build_published_model(trained_model_dir, importance, config, tf_transform_output, temp_dir,
-                                      plans=plans)
+                                      plans=plans, model=loaded.pop("model", None))
         report["tables"] = built["tables"]
         report.update(rewrite.tables_summary(built["tables"]))
         report["published_variables_bytes"] = rewrite.variables_bytes(temp_dir)

@@ -24,14 +24,19 @@ BATCH = 2048
 
 
 def transformed_eval(tf_transform_output, serialized: List[bytes], history_length: int, input_names) -> dict:
-    """Raw serialized tf.Examples -> the model's transformed inputs (numpy)."""
+    """Raw serialized tf.Examples -> the model's transformed inputs (numpy), in batches of
+    BATCH through one traced parse + transform function (the same ops, eagerly, cost ~4x:
+    7.4 vs 1.9 s for 40k rows at 0.25M simulated rows)."""
     spec = F.raw_feature_spec(history_length)
     layer = tf_transform_output.transform_features_layer()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def transform(batch):
+        return layer(tf.io.parse_example(batch, {k: spec[k] for k in F.SERVING_RAW_FEATURES}))
+
     parts = {k: [] for k in input_names}
     for i in range(0, len(serialized), BATCH):
-        raw = tf.io.parse_example(tf.constant(serialized[i:i + BATCH]),
-                                  {k: spec[k] for k in F.SERVING_RAW_FEATURES})
-        out = layer(raw)
+        out = transform(tf.constant(serialized[i:i + BATCH]))
         for k in input_names:
             parts[k].append(out[k].numpy())
     return {k: np.concatenate(v) for k, v in parts.items()}
