@@ -12,8 +12,9 @@ reads, parsing, joins, GroupByKey histories, tf.Example writes). Reported per ru
 wall seconds, log rows/s (rows read / wall), CPU seconds of the run (driver + finished
 worker processes) and CPU µs per row (the cost when the machine is shared), the counts.json totals (identical across
 worker counts, or the bench fails), and peak resident memory: of the driver process
-(ru_maxrss of RUSAGE_SELF) and of the largest worker process (RUSAGE_CHILDREN; for
-in_memory the driver is the worker). The machine's load average is recorded: on a
+(its VmHWM, bench/process_memory.py) and of the largest worker process (ru_maxrss of
+RUSAGE_CHILDREN: an upper bound, it includes the driver's RSS when the worker was forked;
+for in_memory the driver is the worker). The machine's load average is recorded: on a
 shared machine the figures are upper bounds of the cost, not of the speed-up.
 """
 import argparse
@@ -24,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bench.process_memory import peak_rss_mb
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -61,15 +64,14 @@ def run_once(logs: str, workers: int, range_bytes: int) -> dict:
         start, cpu_start = time.time(), _cpu_s()
         counts = run_log_example_gen(beam.Pipeline(argv=args), logs, config, examples, dead_letter)
         wall, cpu = time.time() - start, _cpu_s() - cpu_start
-    to_mb = 1 / 1024.0  # ru_maxrss is in KiB on Linux
     return {
         "workers": workers, "beam_args": args, "wall_s": round(wall, 2),
         "rows_per_s": round(counts["rows_read"] / wall, 1),
         "cpu_s": round(cpu, 2), "cpu_us_per_row": round(1e6 * cpu / max(counts["rows_read"], 1), 1),
         "counts": {k: counts[k] for k in ("rows_read", "good_rows", "bad_rows", "dropped_rows", "splits",
                                           "dropped_rows_by_rule", "bad_rows_by_reason")},
-        "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * to_mb, 1),
-        "peak_rss_largest_worker_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * to_mb, 1)
+        "peak_rss_driver_mb": round(peak_rss_mb(), 1),
+        "peak_rss_largest_worker_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)
         if workers > 1 else None,
     }
 

@@ -14,8 +14,9 @@ issue #33; cached under ``BENCH_WORK``). The configured pipeline (pipeline/confi
 same one `make run` builds) then runs **one component per process**: a TFX partial run
 (``RunOptions(from_nodes=[node], to_nodes=[node])``) of each node in topological order, the
 later ones reading the earlier ones' artifacts through MLMD, so each process's peak RSS
-is that component's (``ru_maxrss`` of the process; Beam worker processes, when the Beam
-flags start any, under ``RUSAGE_CHILDREN``). Per component and size: wall seconds
+is that component's (its VmHWM, bench/process_memory.py; Beam worker processes, when the
+Beam flags start any, under ``RUSAGE_CHILDREN``: an upper bound, it includes the
+component process's RSS at the fork). Per component and size: wall seconds
 (including the process's ~10-20 s of imports, which is why tiny sizes look flat), peak
 RSS, CPU seconds (user + system, the process and its children: the figure to compare
 when the machine is shared) and rows/s of log rows.
@@ -40,6 +41,8 @@ import resource
 import subprocess
 import sys
 import time
+
+from bench.process_memory import peak_rss_mb
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROWS = (250_000, 1_000_000, 4_000_000)
@@ -86,22 +89,6 @@ def run_node(logs: str, out: str, node: str) -> dict:
             "peak_rss_children_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)}
 
 
-def peak_rss_mb(status: str = "/proc/self/status") -> float:
-    """This process's own peak RSS in MB: VmHWM, the high-water mark of its address space.
-    Not ru_maxrss: Linux carries the maximum over the address spaces a process had, so
-    after fork + exec a child's ru_maxrss starts at its parent's RSS at the fork (a child
-    of a 1.5 GB parent reports >= 1.5 GB however little it uses). ru_maxrss where there is
-    no /proc (KiB on Linux, bytes on macOS: there it is an upper bound anyway)."""
-    try:
-        with open(status) as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0  # kB
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def _cpu_seconds() -> float:
     """User + system CPU seconds of this process and its waited-for children."""
     return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
@@ -126,7 +113,7 @@ def run_size(rows: int, work: str) -> dict:
     sim = simulator_args(rows)
     if not os.path.exists(os.path.join(logs, "DONE")):
         start = time.time()
-        _child("--simulate", str(rows), logs)  # in a child: this process stays small (see peak_rss_mb)
+        _child("--simulate", str(rows), logs)  # in a child: this process stays small (bench/process_memory.py)
         open(os.path.join(logs, "DONE"), "w").write(f"{time.time() - start:.1f}\n")
     subprocess.run(["rm", "-rf", out], check=True)
     nodes = _child("--node-ids", logs, out)

@@ -1,0 +1,23 @@
+"""A process's own peak resident memory, for the benchmarks' memory figures.
+
+    peak_rss_mb() = VmHWM / 1024   (MB; /proc/self/status, Linux)
+
+VmHWM is the high-water mark of the process's current address space. Not ru_maxrss:
+Linux keeps the maximum over every address space the process had, so after fork + exec
+a child's ru_maxrss starts at its parent's RSS at the fork (a child of a 1.5 GB parent
+reports >= 1.5 GB however little it uses; tests/bench/test_bench_scale.py). Where there
+is no /proc, ru_maxrss (KiB on Linux, bytes on macOS): an upper bound.
+"""
+import resource
+
+
+def peak_rss_mb(status: str = "/proc/self/status") -> float:
+    """This process's own peak RSS in MB (module docstring); `status`: the file to read."""
+    try:
+        with open(status) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
