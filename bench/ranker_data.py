@@ -33,8 +33,22 @@ USER_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["recent"]) + tuple(F.FAM
 USER_TAB_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["in_tab"])
 
 
+def cache_key(logs, train_days, eval_days) -> dict:
+    """What run_example_gen_and_transform's outputs in a work dir depend on: the logs, the
+    days, the signal families LogExampleGen writes and LOG_SIGNALS (Transform's inputs)."""
+    from pipeline import configs
+
+    key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
+           "splits": "train,validation,eval"}
+    if configs.LOG_EXAMPLE_GEN.signal_families:  # examples with the signal families (#37)
+        key["signal_families"] = list(configs.LOG_EXAMPLE_GEN.signal_families)
+    key["log_signals"] = sorted(configs.LOG_SIGNALS)
+    return key
+
+
 def run_example_gen_and_transform(logs, work, train_days, eval_days):
-    """The pipeline's LogExampleGen + ImportSchemaGen + Transform; returns their output dirs."""
+    """The pipeline's LogExampleGen + ImportSchemaGen + Transform; returns their output dirs.
+    Cached in `work`: a rerun with the same cache_key reuses them, another key reruns."""
     from tfx import v1 as tfx
 
     import dataclasses
@@ -44,10 +58,7 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
     from pipeline.runners import build_local
 
     stamp = os.path.join(work, "bench_days.json")
-    key = {"logs": os.path.abspath(logs), "train_days": train_days, "eval_days": eval_days,
-           "splits": "train,validation,eval"}
-    if configs.LOG_EXAMPLE_GEN.signal_families:  # examples with the signal families (#37)
-        key["signal_families"] = list(configs.LOG_EXAMPLE_GEN.signal_families)
+    key = cache_key(logs, train_days, eval_days)
 
     def latest():
         store = PipelineStore.for_output_dir(work)

@@ -61,3 +61,15 @@ def test_freeze_without_signals():
     out = freeze_user_state(raw, np.array([1, 1]), raw["tab"], np.array([9, 3]))
     np.testing.assert_array_equal(out["hist_len"], [5, 5])
     assert set(out) == set(raw)
+
+
+def test_cache_key_follows_log_signals(monkeypatch):
+    """A work dir built with other model signals (Transform's inputs) is not reused."""
+    from bench.ranker_data import cache_key
+    from pipeline import configs
+
+    monkeypatch.setattr(configs, "LOG_SIGNALS", ("sig_tab_ctr",))
+    one = cache_key("logs", [20220425], [20220504])
+    monkeypatch.setattr(configs, "LOG_SIGNALS", ())
+    assert cache_key("logs", [20220425], [20220504]) != one
+    assert one == cache_key("logs", [20220425], [20220504]) | {"log_signals": ["sig_tab_ctr"]}
