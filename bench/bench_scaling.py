@@ -10,8 +10,19 @@ Data: the pipeline's LogExampleGen + Transform on the bench days and the transfo
 train / validation splits, as bench-rankers builds them (bench/ranker_data.py; the
 validation split is the last train day). Per ranker (BENCH_MODELS, default din,dcn):
 
-  data axis       nested random impression subsets of the train split (fractions
-                  1/32 .. 1, one permutation: the same days at every size), default size
+  data axis       fractions 1/32 .. 1 of the data, default size; what a fraction is
+                  (bench/scaling_data.py, BENCH_SCALING_DATA_AXIS):
+                  logs (default) the pipeline sees only a share f of the logs: the
+                    train-period rows whose stable hash of (user_id, video_id, time_ms)
+                    is below f (nested), the validation and eval days whole, then
+                    LogExampleGen + Transform on BENCH_WORK/logs_f<f>/, so the histories
+                    and running signals (LOG_SIGNALS) see only those logs: "what do more
+                    logs buy". The validation impressions scored are the same at every f
+                  examples  nested random impression subsets of the train split built from
+                    all the logs (one permutation; the behaviour before the logs axis):
+                    the kept examples' signals still aggregate the dropped impressions
+                    (a nearly flat curve with the 12 default signals,
+                    bench/results/scaling_signals_quick.json)
   params axis     the non-embedding network scaled by a width multiplier m (DIN: the
                   attention MLP (80, 40)·m and the MLP (200, 80)·m; DCN: the deep MLP
                   (256, 128)·m and low-rank cross layers, projection 64·m), full data;
@@ -39,11 +50,18 @@ Settings (a full-data run 45-150 s here at load ~2, a 1/32 .. 1/8 one 13-25 s):
 
 Fits and verdict: bench/scaling_report.py (bench/scaling_law.py does the math).
 LOG_SIGNALS picks the model's signal inputs as for the pipeline; runs are cached per
-signal set (runs cached without the field had none: LOG_SIGNALS=none), and a BENCH_WORK
-whose transformed splits lack an input is refused (bench/ranker_data.py's work-dir key
-does not hold LOG_SIGNALS: one BENCH_WORK per signal set).
-Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_OUT (default bench/results/scaling.json; the
-PNG beside it), BENCH_WORK (default /tmp/bench_scaling), BENCH_MODELS, BENCH_SEEDS,
+signal set (runs cached without the field had none: LOG_SIGNALS=none) and per data axis
+(runs cached without the field: examples; a full-data run is shared, the same computation
+in both modes); bench/ranker_data.py's work-dir key holds LOG_SIGNALS, so another signal
+set reruns LogExampleGen + Transform in BENCH_WORK (and in each pipeline_f<f>/), and a
+transformed split that still lacks a model input is refused. The logs axis adds per
+fraction < 1 the thinned logs (BENCH_WORK/logs_f<f>/, rewritten when the source logs, days
+or rule change) and a pipeline work dir (BENCH_WORK/pipeline_f<f>/): one more LogExampleGen +
+Transform run per fraction < 1 on the first use (5 in the default setting); x of the data
+fits is the fraction's own train split size; one fraction's splits are in memory at a time
+(the runs go fraction by fraction, seeds within, the GBDT run of a fraction beside them).
+Env: LOGS, TRAIN_DAYS, EVAL_DAYS, BENCH_SCALING_DATA_AXIS (logs | examples), BENCH_OUT
+(default bench/results/scaling.json; the PNG beside it), BENCH_WORK (default /tmp/bench_scaling), BENCH_MODELS, BENCH_SEEDS,
 BENCH_SCALING_QUICK, BENCH_SCALING_FULL, BENCH_BOOTSTRAP (1000; quick 400), BENCH_MAX_RUNS
 (stop after so many runs and fit what there is), BENCH_GBDT_MAX_ITER (300: the full data's
 validation AUC peaks at 137 trees; 0 = no gradient-boosting reference curve over the data
@@ -62,6 +80,7 @@ import time
 import numpy as np
 
 from bench.bench_rankers import ROOT, logs_and_days
+from bench.scaling_data import cache_axis
 
 # seeds: every point's; data_seeds: the data-axis points' (a superset). DEFAULT fits ~60 min of
 # training on the 2-core machine from an empty BENCH_WORK (50 runs: 43 min at load ~2, 64 min
@@ -139,8 +158,10 @@ def plan(models, setting, base_embedding, seed=None):
     return runs
 
 
-def train_one(run, lr_mult, seed, data, sizes, batch_size, epochs):
-    """Builds, trains and scores one run -> (record, per-impression validation log loss)."""
+def train_one(run, lr_mult, seed, data, keep, sizes, batch_size, epochs):
+    """Builds, trains and scores one run on the train rows `keep` of data = ((train_x,
+    train_y), (val_x, val_y)) (bench/scaling_data.py FractionData) -> (record, per-impression
+    validation log loss)."""
     import tf_keras as keras
 
     from bench.model_flops import TRAIN_FLOPS_FACTOR, flops_per_example, parameter_counts
@@ -149,7 +170,7 @@ def train_one(run, lr_mult, seed, data, sizes, batch_size, epochs):
     from models.training.run_fn import fit_ranker
     from pipeline import configs
 
-    (train_x, train_y), (val_x, val_y), perm = data
+    (train_x, train_y), (val_x, val_y) = data
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     base = configs.trainer_config(run["ranker"], watch_head="regression")  # the click benchmark
@@ -164,7 +185,6 @@ def train_one(run, lr_mult, seed, data, sizes, batch_size, epochs):
     if missing:
         raise ValueError(f"bench-scaling: the transformed splits in BENCH_WORK lack the model inputs {missing}: they "
                          f"were built with other LOG_SIGNALS (now {list(configs.LOG_SIGNALS)}); use another BENCH_WORK")
-    keep = np.sort(perm[:max(1, int(round(run["fraction"] * perm.size)))])
     inputs = lambda x, rows=None: {k: (x[k] if rows is None else x[k][rows]) for k in model.input_names}  # noqa: E731
     train_ds = in_memory_dataset(inputs(train_x, keep), {k: v[keep] for k, v in train_y.items()}, batch_size, True,
                                  seed=seed)
@@ -207,13 +227,15 @@ class RunCache:
         self.labels = labels
 
     @staticmethod
-    def key(r):  # runs cached before "signals" was recorded had none (LOG_SIGNALS=none, session 19)
+    def key(r):  # runs cached before "signals" was recorded had none (LOG_SIGNALS=none, session 19), before
+        # "data_axis" the examples axis; a full-data run is the same in both modes (scaling_data.cache_axis)
         return [r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier", 1.0), r["seed"],
-                r.get("batch_size", 256), r.get("max_epochs", 3), r.get("max_iter"), sorted(r.get("signals", []))]
+                r.get("batch_size", 256), r.get("max_epochs", 3), r.get("max_iter"), sorted(r.get("signals", [])),
+                cache_axis(r)]
 
-    def get(self, run, lr_mult, seed, batch_size, epochs, max_iter=None, signals=()):
+    def get(self, run, lr_mult, seed, batch_size, epochs, max_iter=None, signals=(), data_axis="examples"):
         want = self.key(dict(run, lr_multiplier=lr_mult, seed=seed, batch_size=batch_size, max_epochs=epochs,
-                             max_iter=max_iter, signals=list(signals)))
+                             max_iter=max_iter, signals=list(signals), data_axis=data_axis))
         for rec, loss in zip(self.records, self.losses):
             if self.key(rec) == want:
                 return dict(rec, axes=run["axes"], cached=True), loss
@@ -230,29 +252,33 @@ class RunCache:
         return rec, loss
 
 
-def gbdt_runs(data, fractions, max_iter, cache, cached_only=False, signals=()):
+def gbdt_runs(data_for, fractions, max_iter, cache, cached_only=False, signals=(), data_axis="examples"):
     """The gradient-boosting reference (bench/gbdt_reference.py: its design matrix and
-    classifier, trees chosen on validation AUC, its parameters) on the same nested
-    impression subsets -> [(record, per-impression validation log loss)]."""
+    classifier, trees chosen on validation AUC, its parameters) on the same data fractions
+    as the deep rankers (data_for: scaling_data.FractionData) -> [(record, per-impression
+    validation log loss)]."""
     from threadpoolctl import threadpool_limits
 
     from bench.gbdt_reference import _classifier, design
 
-    (train_x, train_y), (val_x, val_y), perm = data
-    train_matrix, _, is_cat = design(train_x)
-    val_matrix = design(val_x)[0]
-    is_cat = is_cat & (train_matrix.max(axis=0) < 254)  # as gbdt_reference.main
-    params = dict(learning_rate=0.05, max_iter=max_iter, max_leaf_nodes=31, min_samples_leaf=200,
-                  l2_regularization=1.0, categorical_features=is_cat, early_stopping=False, random_state=0)
-    y_val = val_y["click_prob"].reshape(-1).astype(np.float64)
-    out = []
-    for f in fractions:
+    out, built = [], None
+    for f in sorted(fractions, reverse=True):  # the logs axis: one fraction's splits at a time
         run = {"ranker": "gbdt", "axes": ["data"], "fraction": f, "size": None, "embedding_dim": None}
-        hit = cache.get(run, 1.0, 0, None, None, max_iter, signals)
+        hit = cache.get(run, 1.0, 0, None, None, max_iter, signals, data_axis)
         if hit or cached_only:
             out.extend([hit] if hit else [])
             continue
-        keep = np.sort(perm[:max(1, int(round(f * perm.size)))])
+        if data_axis == "logs":  # hold nothing of the last fraction while the next one loads
+            built = train_x = train_y = val_x = val_y = train_matrix = val_matrix = keep = model = None
+        ((train_x, train_y), (val_x, val_y)), keep, _ = data_for(f)
+        if built is None or built[0] is not train_x:  # the examples axis: one design matrix for every f
+            train_matrix, _, is_cat = design(train_x)
+            is_cat = is_cat & (train_matrix.max(axis=0) < 254)  # as gbdt_reference.main
+            built = (train_x, train_matrix, design(val_x)[0], is_cat)
+        _, train_matrix, val_matrix, is_cat = built
+        params = dict(learning_rate=0.05, max_iter=max_iter, max_leaf_nodes=31, min_samples_leaf=200,
+                      l2_regularization=1.0, categorical_features=is_cat, early_stopping=False, random_state=0)
+        y_val = val_y["click_prob"].reshape(-1).astype(np.float64)
         load, t0 = open("/proc/loadavg").read().split()[:3], time.time()
         with threadpool_limits(1):  # OpenMP barriers under nice 19 beside other jobs: 205 s for 3,510 rows
             model, trees, _ = _classifier(params, (train_matrix[keep], train_y["click_prob"].reshape(-1)[keep]),
@@ -260,7 +286,7 @@ def gbdt_runs(data, fractions, max_iter, cache, cached_only=False, signals=()):
         p = np.clip(model.predict_proba(val_matrix)[:, 1], 1e-7, 1 - 1e-7)
         per_example = -(y_val * np.log(p) + (1 - y_val) * np.log(1 - p))
         out.append(cache.put({**run, "seed": 0, "lr_multiplier": 1.0, "batch_size": None, "max_epochs": None,
-                              "signals": sorted(signals),
+                              "signals": sorted(signals), "data_axis": data_axis,
                               "train_examples": int(keep.size), "trees": trees, "max_iter": max_iter,
                      "val_logloss": float(per_example.mean()), "seconds": round(time.time() - t0, 1),
                               "loadavg_before": load, "loadavg_after": open("/proc/loadavg").read().split()[:3]},
@@ -268,27 +294,18 @@ def gbdt_runs(data, fractions, max_iter, cache, cached_only=False, signals=()):
     return out
 
 
-def load_data(logs, work, train_days, eval_days):
-    """Transformed train / validation splits (bench/ranker_data.py) + the impression order."""
-    import tensorflow_transform as tft
-
-    from bench.ranker_data import load_split, make_transform, run_example_gen_and_transform
-    from models.training.input import vocab_sizes
-    from pipeline import configs
-
-    examples_dir, transform_dir = run_example_gen_and_transform(logs, work, train_days, eval_days)
-    tft_output = tft.TFTransformOutput(transform_dir)
-    transform = make_transform(tft_output)
-    (tx, ty, tmeta, _), (vx, vy, vmeta, _) = (load_split(examples_dir, s, transform, configs.HISTORY_LENGTH)
-                                              for s in ("train", "validation"))
-    perm = np.random.default_rng(0).permutation(ty["click_prob"].size)  # nested subsets: prefixes of one order
-    info = {"train_days": sorted({int(d) for d in tmeta["date"]}), "validation_days": sorted({int(d) for d in vmeta["date"]}),
-            "eval_days": eval_days, "train_examples": int(perm.size), "validation_examples": int(vy["click_prob"].size),
-            "logs": os.path.relpath(os.path.abspath(logs), ROOT)}
-    return ((tx, ty), (vx, vy), perm), vocab_sizes(tft_output), info
+def run_order(models, setting, base_embedding, data_axis):
+    """[(seed, run)]: seed-major (a run cut short leaves whole sweeps); on the logs axis
+    fraction-major (each fraction's logs are loaded once), seeds in order within a fraction.
+    Full data first either way (the learning-rate choice of the first seed)."""
+    queue = [(seed, run) for seed in setting["data_seeds"] for run in plan(models, setting, base_embedding, seed)]
+    if data_axis == "logs":
+        queue.sort(key=lambda sr: -sr[1]["fraction"])  # stable: seed order kept within a fraction
+    return queue
 
 
 def main() -> int:
+    from bench.scaling_data import DATA_AXES, FractionData, data_axis_from_env
     from bench.scaling_report import report
     from pipeline import configs
 
@@ -298,6 +315,7 @@ def main() -> int:
     logs, train_days, eval_days = found
     try:
         setting_name, setting = choose_setting(os.environ)
+        data_axis = data_axis_from_env(os.environ)
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -311,55 +329,70 @@ def main() -> int:
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "scaling.json")
 
     t0 = time.time()
-    data, sizes, info = load_data(logs, work, train_days, eval_days)
-    val_labels = data[1][1]["click_prob"].reshape(-1).astype(np.float64)
-    print(f"[bench-scaling] data ready in {time.time() - t0:.0f}s: {json.dumps(info)}", flush=True)
+    data_for = FractionData(data_axis, logs, work, train_days, eval_days, setting["fractions"])
+    info, val_labels = data_for.info, data_for.val_labels
+    print(f"[bench-scaling] data ready in {time.time() - t0:.0f}s ({data_axis} axis): {json.dumps(info)}", flush=True)
     command = " ".join([f"{k}={v}" for k, v in sorted(os.environ.items()) if v and (
         k.startswith("BENCH_") or k in ("LOGS", "TRAIN_DAYS", "EVAL_DAYS", "LOG_SIGNALS"))] + ["make bench-scaling"])
     settings = dict(setting, name=setting_name, models=models, batch_size=batch_size, max_epochs=epochs, bootstrap=n_boot)
     cache = RunCache(work, val_labels)
     signals = sorted(configs.LOG_SIGNALS)
     info["signals"] = signals
-    train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs, signals=signals) or cache.put(  # noqa: E731
-        *train_one(run, m, seed, data, sizes, batch_size, epochs))
+    cached = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs, signals=signals,  # noqa: E731
+                                            data_axis=data_axis)
+    train = lambda run, m, seed: cached(run, m, seed) or cache.put(  # noqa: E731
+        *_with_axis(train_one(run, m, seed, *data_for(run["fraction"]), batch_size, epochs), data_axis))
     cached_only = _flag(os.environ, "BENCH_SCALING_CACHED_ONLY")
     if cached_only:  # refit what BENCH_WORK holds, train nothing
-        train = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs, signals=signals)  # noqa: E731
-    records, losses, lr_chosen = [], [], {}
-    for seed in setting["data_seeds"]:  # seed-major: a run cut short leaves whole sweeps
-        for run in plan(models, setting, configs.EMBEDDING_DIM, seed):
-            if max_runs and len(records) >= max_runs:
-                break
-            key = (run["ranker"], run["size"], run["embedding_dim"])
-            grid = setting["lr_grid"] if key not in lr_chosen and run["fraction"] == 1.0 else []
-            if grid and len(grid) > 1:  # learning rate per size on the validation day, first seed
-                pairs = [(m, t) for m in grid if (t := train(run, m, seed))]  # cached_only: the cached ones
-                if not pairs:
-                    continue
-                grid, trials = [m for m, _ in pairs], [t for _, t in pairs]
-                best = int(np.argmin([rec["val_logloss"] for rec, _ in trials]))
-                lr_chosen[key] = grid[best]
-                rec, per_example = trials[best]
-                rec["lr_trials"] = {str(m): round(r["val_logloss"], 5) for (r, _), m in zip(trials, grid)}
-            else:
-                rec, per_example = train(run, lr_chosen.get(key, 1.0), seed) or (None, None)
-            if rec is None:
-                continue
-            records.append(rec)
-            losses.append(per_example)
-            print("[bench-scaling] " + json.dumps({k: rec[k] for k in (
-                "ranker", "axes", "fraction", "size", "embedding_dim", "seed", "lr_multiplier", "non_embedding_params",
-                "forward_flops_per_example", "val_logloss", "best_epoch", "seconds", "cached", "loadavg_after")}),
-                flush=True)
+        train = cached
     gbdt_iter = int(os.environ.get("BENCH_GBDT_MAX_ITER", "300"))  # full data peaks at 137 trees (gbdt_reference.json)
-    if gbdt_iter and not (max_runs and len(records) >= max_runs):
-        for rec, per_example in gbdt_runs(data, setting["fractions"], gbdt_iter, cache, cached_only, signals):
+    gbdt_left = sorted(setting["fractions"], reverse=True) if gbdt_iter else []
+    records, losses, lr_chosen, deep = [], [], {}, 0
+
+    def gbdt_above(fraction):  # the GBDT runs at the fractions > `fraction` (logs axis: while still loaded)
+        nonlocal gbdt_left
+        todo, gbdt_left = [f for f in gbdt_left if f > fraction], [f for f in gbdt_left if f <= fraction]
+        if not todo or (max_runs and deep >= max_runs):
+            return
+        for rec, per_example in gbdt_runs(data_for, todo, gbdt_iter, cache, cached_only, signals, data_axis):
             print(f"[bench-scaling] gbdt {rec['fraction']:.4f}: {rec['val_logloss']:.5f} ({rec['seconds']} s)", flush=True)
             records.append(rec)
             losses.append(per_example)
-    result = report(records, np.array(losses), val_labels, n_boot, out_path)
+
+    for seed, run in run_order(models, setting, configs.EMBEDDING_DIM, data_axis):
+        if max_runs and deep >= max_runs:
+            break
+        if data_axis == "logs":
+            gbdt_above(run["fraction"])
+        key = (run["ranker"], run["size"], run["embedding_dim"])
+        grid = setting["lr_grid"] if key not in lr_chosen and run["fraction"] == 1.0 else []
+        if grid and len(grid) > 1:  # learning rate per size on the validation day, first seed
+            pairs = [(m, t) for m in grid if (t := train(run, m, seed))]  # cached_only: the cached ones
+            if not pairs:
+                continue
+            grid, trials = [m for m, _ in pairs], [t for _, t in pairs]
+            best = int(np.argmin([rec["val_logloss"] for rec, _ in trials]))
+            lr_chosen[key] = grid[best]
+            rec, per_example = trials[best]
+            rec["lr_trials"] = {str(m): round(r["val_logloss"], 5) for (r, _), m in zip(trials, grid)}
+        else:
+            rec, per_example = train(run, lr_chosen.get(key, 1.0), seed) or (None, None)
+        if rec is None:
+            continue
+        records.append(rec)
+        losses.append(per_example)
+        deep += 1
+        print("[bench-scaling] " + json.dumps({k: rec[k] for k in (
+            "ranker", "axes", "fraction", "size", "embedding_dim", "seed", "lr_multiplier", "non_embedding_params",
+            "forward_flops_per_example", "val_logloss", "best_epoch", "seconds", "cached", "loadavg_after")}),
+            flush=True)
+    gbdt_above(-1.0)
+    info["fractions"] = data_for.fraction_info  # the logs axis: log rows kept per fraction (+ its train examples
+    # when this run loaded it)
+    result = report(records, np.array(losses), val_labels, n_boot, out_path, data_axis)
     trained = [r for r in records if not r.get("cached")]
-    result = {"command": command, "data": info, "settings": settings,
+    result = {"command": command, "data_axis": data_axis, "data_axis_meaning": DATA_AXES[data_axis],
+              "data": info, "settings": settings,
               "machine": "2 cores shared with other jobs (load average per run)",
               "seconds": round(time.time() - t0, 1), "runs_trained": len(trained), "runs_cached": len(records) - len(trained),
               "trained_seconds": {"deep": round(sum(r["seconds"] for r in trained if r["ranker"] != "gbdt"), 1),
@@ -372,6 +405,11 @@ def main() -> int:
     print(f"[bench-scaling] verdict: {json.dumps(result['verdict'], indent=1)}\n[bench-scaling] wrote {out_path} "
           f"({time.time() - t0:.0f}s)")
     return 0
+
+
+def _with_axis(trained, data_axis):
+    rec, per_example = trained
+    return dict(rec, data_axis=data_axis), per_example
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def load_split(examples_dir, split, transform, history_length, frozen=False, bat
     data = transform(raw)
     labels = {"click_prob": data.pop(F.LABEL_CLICK).astype(np.float32),
               "watch_time_s": data.pop(F.LABEL_WATCH).astype(np.float32)}
-    meta = {"date": raw["date"], "user": raw["user_id"], "time_ms": raw["time_ms"],
+    meta = {"date": raw["date"], "user": raw["user_id"], "video_id": raw["video_id"], "time_ms": raw["time_ms"],
             "hist_video_id": raw["hist_video_id"]}
     if frozen:
         x_frozen = transform(freeze_user_state(raw, raw["user_id"], raw["tab"], raw["time_ms"]))

@@ -17,6 +17,7 @@ validation log loss, sd(ℓ_i)/√n over the impressions of the default point's 
 import numpy as np
 
 from bench import scaling_law as S
+from bench.scaling_data import DATA_AXES, cache_axis
 
 AXES = {"data": "train_examples", "params": "non_embedding_params", "embedding": "embedding_dim",
         "compute": "train_flops"}
@@ -158,8 +159,9 @@ def embedding_reading(fit, floor):
                     f"({span:.2f}x the noise floor below the narrowest), {shape}"}
 
 
-def report(records, losses, labels, n_boot, out_path):
-    """{"fits", "joint", "verdict", "gbdt"} for bench_scaling.main; writes the PNG."""
+def report(records, losses, labels, n_boot, out_path, data_axis="examples"):
+    """{"fits", "joint", "verdict", "gbdt"} for bench_scaling.main; writes the PNG. The verdict
+    text opens with what a data fraction meant (data_axis, bench/scaling_data.py)."""
     rng = np.random.default_rng(0)
     rankers = list(dict.fromkeys(r["ranker"] for r in records))
     fits, verdicts, joint = [], [], []
@@ -198,8 +200,10 @@ def report(records, losses, labels, n_boot, out_path):
                                                        f"law needs at least {S.MIN_JOINT_RUNS}"})
     crossings = gbdt_crossings(fits)
     plot(fits, out_path[:-5] + ".png" if out_path.endswith(".json") else out_path + ".png")
-    text = " ".join([v.get("text", "") for v in verdicts] + [c["text"] for c in crossings])
-    return {"fits": fits, "joint": joint, "verdict": {"text": text, "per_ranker": verdicts, "gbdt_crossing": crossings}}
+    axis_text = f"Data axis: {data_axis} ({DATA_AXES[data_axis]})."
+    text = " ".join([axis_text] + [v.get("text", "") for v in verdicts] + [c["text"] for c in crossings])
+    return {"fits": fits, "joint": joint, "verdict": {"text": text, "data_axis": data_axis, "per_ranker": verdicts,
+                                                      "gbdt_crossing": crossings}}
 
 
 def gbdt_crossings(fits, reach=100.0):
@@ -275,15 +279,20 @@ def refit(work, json_path, n_boot):
     saved = np.load(f"{work}/scaling_losses.npz")
     if os.path.exists(json_path):
         result = json.load(open(json_path))
-    else:  # a run cut short: every cached run
+    else:  # a run cut short: every cached run of the data axis BENCH_SCALING_DATA_AXIS (default logs)
+        from bench.scaling_data import data_axis_from_env
+
+        axis = data_axis_from_env(os.environ)
         result = {"command": f"python -m bench.scaling_report {os.path.basename(work)} <out> (the runs cached in "
-                             "BENCH_WORK by make bench-scaling)",
+                             "BENCH_WORK by make bench-scaling)", "data_axis": axis, "data_axis_meaning": DATA_AXES[axis],
                   "data": {"train_examples": max(r["train_examples"] for r in cached),
-                           "validation_examples": int(saved["labels"].size)}, "runs": cached}
-    key = lambda r: (r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier"), r["seed"])  # noqa: E731
+                           "validation_examples": int(saved["labels"].size)},
+                  "runs": [r for r in cached if cache_axis(r) in ("full", axis)]}
+    key = lambda r: (r["ranker"], r["fraction"], r["size"], r["embedding_dim"], r.get("lr_multiplier"), r["seed"],  # noqa: E731
+                     cache_axis(r))
     index = {key(r): i for i, r in enumerate(cached)}
     losses = saved["losses"][[index[key(r)] for r in result["runs"]]]
-    result.update(report(result["runs"], losses, saved["labels"], n_boot, json_path),
+    result.update(report(result["runs"], losses, saved["labels"], n_boot, json_path, result.get("data_axis", "examples")),
                   refit_command=f"python -m bench.scaling_report <BENCH_WORK> {os.path.relpath(json_path)} {n_boot}")
     with open(json_path + ".tmp", "w") as f:
         json.dump(result, f, indent=1)

@@ -151,3 +151,43 @@ def test_compute_axis_keeps_the_lower_envelope_and_crossing_is_found():
     assert cross[0]["crossing_train_examples"] == pytest.approx(32_400, rel=0.03)
     never = gbdt_crossings([curve("din", 0.6, 10.0, 0.5), curve("gbdt", 0.55, 1.0, 0.5)])
     assert never[0]["crossing_train_examples"] is None and never[0]["deep_at_full_data"] == "above"
+
+
+def test_report_names_the_data_axis_and_refit_keeps_the_axes_apart(tmp_path):
+    """The verdict opens with what a data fraction meant; a refit of BENCH_WORK's cache picks
+    the runs of the result's data axis (a full-data run is shared by both)."""
+    import json
+
+    from bench.scaling_report import refit, report
+
+    rng = np.random.default_rng(0)
+    labels = (rng.random(400) < 0.4).astype(np.float64)
+    fractions = [1 / 8, 1 / 4, 1 / 2, 1.0]
+    records, losses = [], []
+    for axis, offset in (("examples", 0.05), ("logs", 0.0)):
+        for f in fractions:
+            if f == 1.0 and axis == "logs":
+                continue  # the shared full-data run
+            loss = 0.5 + 0.3 * f ** -0.3 + (offset if f < 1 else 0.0)
+            records.append({"ranker": "din", "axes": ["data"], "fraction": f, "size": 1.0, "embedding_dim": 16,
+                            "seed": 0, "lr_multiplier": 1.0, "train_examples": int(f * 8000), "data_axis": axis,
+                            "non_embedding_params": 1000, "train_flops": f * 1e9, "val_logloss": loss})
+            losses.append(loss + rng.normal(0, 0.05, labels.size))
+    out = report([r for r in records if r["data_axis"] == "logs" or r["fraction"] == 1.0],
+                 np.array([lo for r, lo in zip(records, losses) if r["data_axis"] == "logs" or r["fraction"] == 1.0]),
+                 labels, 20, str(tmp_path / "a.json"), "logs")
+    assert out["verdict"]["text"].startswith("Data axis: logs (each data fraction f is a share f of the train-period logs")
+    assert out["verdict"]["data_axis"] == "logs"
+    work = tmp_path / "work"
+    work.mkdir()
+    json.dump(records[::-1], open(work / "scaling_runs.json", "w"))  # the examples runs last: a key without
+    np.savez_compressed(work / "scaling_losses.npz", losses=np.array(losses[::-1]), labels=labels)  # the axis picks them
+    result_path = str(tmp_path / "scaling.json")
+    logs_runs = [r for r in records if r["data_axis"] == "logs" or r["fraction"] == 1.0]
+    json.dump({"data_axis": "logs", "runs": logs_runs}, open(result_path, "w"))
+    refitted = refit(str(work), result_path, 20)
+    data_fit = [f for f in refitted["fits"] if f["axis"] == "data" and f["metric"] == "logloss"][0]
+    expected = [round(float(np.mean(lo)), 6) for _, lo in sorted(
+        ((r["train_examples"], lo) for r, lo in zip(records, losses) if r in logs_runs), key=lambda p: p[0])]
+    assert [p["loss"] for p in data_fit["points"]] == expected  # the logs runs' losses, not the examples ones
+    assert refitted["verdict"]["text"].startswith("Data axis: logs")
