@@ -31,6 +31,7 @@ import shutil
 
 import numpy as np
 
+from models.evaluation.tfma.sampling import splitmix64
 from schemas import kuairand_format
 
 DATA_AXES = {
@@ -64,18 +65,10 @@ def fraction_name(f) -> str:
     return f"{f:.6g}"
 
 
-def _splitmix64(x):
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
 def row_hash(user_id, video_id, time_ms) -> np.ndarray:
     """u(r) in [0, 1) of the module docstring (non-negative int arrays)."""
     u, v, t = (np.asarray(a, np.int64).astype(np.uint64) for a in (user_id, video_id, time_ms))
-    h = _splitmix64(_splitmix64(_splitmix64(u) ^ v) ^ t)
+    h = splitmix64(splitmix64(splitmix64(u) ^ v) ^ t)
     return (h >> np.uint64(11)).astype(np.float64) / 2.0 ** 53
 
 
