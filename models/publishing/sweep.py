@@ -39,7 +39,7 @@ def transformed_eval(tf_transform_output, serialized: List[bytes], history_lengt
         out = transform(tf.constant(serialized[i:i + BATCH]))
         for k in input_names:
             parts[k].append(out[k].numpy())
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    return {k: np.concatenate(parts.pop(k)) for k in list(parts)}  # one feature's batches at a time in two copies
 
 
 def predict(model, x: dict, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:

@@ -99,8 +99,10 @@ def materialize(dataset, max_bytes=None):
                                 f"{sum(len(next(iter(p[1].values()))) for p in parts)} rows")
     if not parts:
         raise ValueError("materialize: the dataset is empty")
-    join = lambda i: {k: np.concatenate([p[i][k] for p in parts]) for k in parts[0][i]}  # noqa: E731
-    return join(0), join(1)
+    # one key's batches at a time in two copies (joined, then its batches freed), not the split's
+    columns = [{k: [p[i][k] for p in parts] for k in parts[0][i]} for i in (0, 1)]
+    del parts
+    return tuple({k: np.concatenate(side.pop(k)) for k in list(side)} for side in columns)
 
 
 def canonical_order(features, labels):
