@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from bench.process_memory import peak_rss_mb
+from bench.process_memory import children_peak_rss_mb, peak_rss_mb
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -71,7 +71,7 @@ def run_once(logs: str, workers: int, range_bytes: int) -> dict:
         "counts": {k: counts[k] for k in ("rows_read", "good_rows", "bad_rows", "dropped_rows", "splits",
                                           "dropped_rows_by_rule", "bad_rows_by_reason")},
         "peak_rss_driver_mb": round(peak_rss_mb(), 1),
-        "peak_rss_largest_worker_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)
+        "peak_rss_largest_worker_mb": round(children_peak_rss_mb(), 1)
         if workers > 1 else None,
     }
 

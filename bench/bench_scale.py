@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from bench.process_memory import peak_rss_mb
+from bench.process_memory import children_peak_rss_mb, peak_rss_mb
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROWS = (250_000, 1_000_000, 4_000_000)
@@ -86,7 +86,7 @@ def run_node(logs: str, out: str, node: str) -> dict:
     return {"name": node, "seconds": round(time.time() - start, 2),
             "cpu_seconds": round(_cpu_seconds() - cpu_before, 2),
             "peak_rss_mb": round(peak_rss_mb(), 1),
-            "peak_rss_children_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)}
+            "peak_rss_children_mb": round(children_peak_rss_mb(), 1)}
 
 
 def _cpu_seconds() -> float:

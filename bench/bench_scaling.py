@@ -158,10 +158,10 @@ def plan(models, setting, base_embedding, seed=None):
     return runs
 
 
-def train_one(run, lr_mult, seed, data, keep, sizes, batch_size, epochs):
+def train_one(run, lr_mult, seed, data, keep, sizes, batch_size, epochs, data_axis):
     """Builds, trains and scores one run on the train rows `keep` of data = ((train_x,
     train_y), (val_x, val_y)) (bench/scaling_data.py FractionData) -> (record, per-impression
-    validation log loss)."""
+    validation log loss); the record names the data axis."""
     import tf_keras as keras
 
     from bench.model_flops import TRAIN_FLOPS_FACTOR, flops_per_example, parameter_counts
@@ -201,7 +201,8 @@ def train_one(run, lr_mult, seed, data, keep, sizes, batch_size, epochs):
     per_example = -(y * np.log(p) + (1 - y) * np.log(1 - p))
     counts = parameter_counts(model)
     flops = flops_per_example(model)
-    record = dict(run, seed=seed, lr_multiplier=lr_mult, signals=sorted(configs.LOG_SIGNALS), batch_size=batch_size, max_epochs=epochs,
+    record = dict(run, seed=seed, lr_multiplier=lr_mult, signals=sorted(configs.LOG_SIGNALS), data_axis=data_axis,
+                  batch_size=batch_size, max_epochs=epochs,
                   learning_rate=config.learning_rate,
                   embedding_dim=config.embedding_dim, ranker_params=params, train_examples=int(keep.size),
                   **{f"{k}_params": v for k, v in counts.items()}, forward_flops_per_example=flops,
@@ -341,7 +342,7 @@ def main() -> int:
     cached = lambda run, m, seed: cache.get(run, m, seed, batch_size, epochs, signals=signals,  # noqa: E731
                                             data_axis=data_axis)
     train = lambda run, m, seed: cached(run, m, seed) or cache.put(  # noqa: E731
-        *_with_axis(train_one(run, m, seed, *data_for(run["fraction"]), batch_size, epochs), data_axis))
+        *train_one(run, m, seed, *data_for(run["fraction"]), batch_size, epochs, data_axis))
     cached_only = _flag(os.environ, "BENCH_SCALING_CACHED_ONLY")
     if cached_only:  # refit what BENCH_WORK holds, train nothing
         train = cached
@@ -405,11 +406,6 @@ def main() -> int:
     print(f"[bench-scaling] verdict: {json.dumps(result['verdict'], indent=1)}\n[bench-scaling] wrote {out_path} "
           f"({time.time() - t0:.0f}s)")
     return 0
-
-
-def _with_axis(trained, data_axis):
-    rec, per_example = trained
-    return dict(rec, data_axis=data_axis), per_example
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ Linux keeps the maximum over every address space the process had, so after fork 
 a child's ru_maxrss starts at its parent's RSS at the fork (a child of a 1.5 GB parent
 reports >= 1.5 GB however little it uses; tests/bench/test_bench_scale.py). Where there
 is no /proc, ru_maxrss (KiB on Linux, bytes on macOS): an upper bound.
+
+    children_peak_rss_mb() = max ru_maxrss of the waited-for children / 1024
+
+The largest child process's peak (e.g. Beam worker processes): an upper bound for the
+same reason, it includes the parent's RSS when the child was forked.
 """
 import resource
 
@@ -21,3 +26,8 @@ def peak_rss_mb(status: str = "/proc/self/status") -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def children_peak_rss_mb() -> float:
+    """The largest waited-for child process's peak RSS in MB (module docstring: an upper bound)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
