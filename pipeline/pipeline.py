@@ -33,6 +33,7 @@ from components.log_example_gen.component import LogExampleGen
 from components.log_example_gen.config import LogExampleGenConfig
 from components.model_report.component import ModelReport
 from components.publisher.component import Publisher
+from components.statistics_gen.component import StatisticsGen
 from models import features as F
 from models.evaluation import tfma as tfma_metrics
 from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
@@ -127,6 +128,7 @@ def create_pipeline(
     run_mode: str = "batch",
     model_report: bool = True,
     vocab_example_gen_config: Optional[LogExampleGenConfig] = None,
+    statistics_sample_rows: int = 0,
 ) -> tfx.dsl.Pipeline:
     """Builds the TFX pipeline (see module docstring).
 
@@ -145,6 +147,8 @@ def create_pipeline(
     `vocab_example_gen_config` ("full" runs): a second LogExampleGen ("VocabLogExampleGen")
     over this window (e.g. every span so far: vocabularies on a growing window) feeds
     Transform instead of the span's examples.
+    `statistics_sample_rows`: StatisticsGen reads about this many examples per split at
+    most, sampled before decoding (components/statistics_gen/; 0: every example).
     """
     if run_mode not in RUN_MODES:
         raise ValueError(f"run_mode must be one of {RUN_MODES}, got {run_mode!r}")
@@ -165,7 +169,7 @@ def create_pipeline(
         raise ValueError(f"validation_last_n_days must be >= 1: the Trainer validates every epoch on the "
                          f"last train day(s), got {example_gen_config.validation_last_n_days}")
     example_gen = LogExampleGen(input_base=data_path, config=example_gen_config)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], sample_rows=statistics_sample_rows)
     schema_gen = tfx.components.ImportSchemaGen(schema_file=f"{schema_path}/schema.pbtxt")
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])

@@ -17,6 +17,7 @@ def configured_args(trainer_config=None) -> dict:
         pipeline_name=configs.PIPELINE_NAME,
         schema_path=configs.SCHEMA_PATH,
         example_gen_config=configs.LOG_EXAMPLE_GEN,
+        statistics_sample_rows=configs.STATISTICS_SAMPLE_ROWS,
         transform_config=configs.TRANSFORM,
         trainer_config=trainer_config or configs.TRAINER,
         eval_gates=configs.EVAL_GATES,

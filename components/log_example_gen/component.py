@@ -16,7 +16,7 @@ Usage in a pipeline (the values live in pipeline/configs/)::
                                    read_range_bytes=4 << 20, label_delay_s=300.0,
                                    signal_prior_ctr=0.3))
     # or the same knobs as keywords: LogExampleGen(input_base=..., history_length=50, ...)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])  # components/statistics_gen
 
 Every knob is required (no defaults here; the file patterns default to
 schemas/kuairand_format.py) and becomes an execution property, so it is in the

@@ -48,6 +48,11 @@ MAX_PLAY_TIME_MS = 86_400_000
 MAX_DURATION_MS = 86_400_000
 # Log files are read in byte ranges of this size in parallel (reading.py).
 READ_RANGE_BYTES = 4 << 20
+# StatisticsGen reads at most about this many examples per split, a deterministic sample
+# drawn before decoding (components/statistics_gen/; 0: every example). The default
+# 18k-row run and the real logs' splits are under it and read whole; at 10^6 rows the
+# train split is read at ~1/7. ExampleValidator checks the sample's statistics.
+STATISTICS_SAMPLE_ROWS = 100_000
 # --- Leakage-free signals (#15, components/log_example_gen/signals.py) ---
 # LogExampleGen always writes them (and hist_tab); which ones are model inputs (Transform,
 # the feature layer, serving requests) is LOG_SIGNALS, read from the environment by
