@@ -25,6 +25,11 @@ families (components/log_example_gen/signal_families.py; "none", a family, "a+b"
 their features read from the examples and added to the same design matrix; per-user GAUC
 but no frozen GAUC (the families have no frozen form yet).
 
+``GBDT_MODEL`` / ``GBDT_SEEDS`` (#37): ``lightgbm`` (bench/gbdt_lightgbm.py: regularised
+LightGBM, hyper-parameters and trees chosen on the validation day) and / or ``hist`` (the
+default, the model above), each once per seed ("0,1,2"): per-seed records, mean and std ->
+bench/results/gbdt_reference_lightgbm.json (BENCH_OUT to name another).
+
 ``GBDT_TARGET=watch`` is #13's reference ("LightGBM, L1 / quantile objectives"), on the
 same design matrix with the watch-time label in seconds: an L1 regressor (the conditional
 median, MAE's minimiser; trees chosen on validation MAE), a squared-error regressor on
@@ -81,29 +86,71 @@ def _classifier(params, train, val_x, val_y):
     return HistGradientBoostingClassifier(**dict(params, max_iter=best)).fit(*train), best, val_auc
 
 
-def click_reference(data, params):
-    """Classifier on click_prob; trees chosen on validation AUC -> record fields."""
+def split_scores(predict, data, meta):
+    """AUC, logloss, per-user GAUC and (when meta holds x_frozen) frozen GAUC of
+    ``predict(matrix) -> P(click)`` on the validation and eval splits; ``data[split]`` =
+    (matrix, labels)."""
     from sklearn.metrics import log_loss, roc_auc_score
 
     from models.evaluation import metrics
 
-    meta = {s: m for s, (_, _, m) in data.items()}
-    data = {s: (x, y["click_prob"]) for s, (x, y, _) in data.items()}
-    model, best, val_auc = _classifier(params, data["train"], *data["validation"])
     result = {}
     for split in ("validation", "eval"):
         x, y = data[split]
-        p = model.predict_proba(x)[:, 1]
+        p = predict(x)
         # within-user ranking as bench_rankers measures it: per-user GAUC and the
         # frozen-state GAUC (user state frozen at the user's first impression of the split)
         users = meta[split]["user"]
         result[split] = {"auc": round(float(roc_auc_score(y, p)), 5), "logloss": round(float(log_loss(y, p)), 5),
                          "gauc": round(metrics.gauc(users, y, p)["gauc"], 5)}
         if "x_frozen" in meta[split]:  # the signal families have no frozen form yet (family_sets)
-            p_frozen = model.predict_proba(design(meta[split]["x_frozen"])[0])[:, 1]
+            p_frozen = predict(design(meta[split]["x_frozen"])[0])
             result[split]["frozen_gauc"] = round(metrics.gauc(users, y, p_frozen)["gauc"], 5)
+    return result
+
+
+def click_reference(data, params):
+    """Classifier on click_prob; trees chosen on validation AUC -> record fields."""
+    meta = {s: m for s, (_, _, m) in data.items()}
+    data = {s: (x, y["click_prob"]) for s, (x, y, _) in data.items()}
+    model, best, val_auc = _classifier(params, data["train"], *data["validation"])
+    result = split_scores(lambda m: model.predict_proba(m)[:, 1], data, meta)
     return {"trees_chosen_on_validation": best,
             "validation_auc_at_50_tree_steps": [round(a, 5) for a in val_auc[49::50]], **result}
+
+
+def over_seeds(run, seeds):
+    """``run(seed)`` -> record with validation / eval metric dicts, per seed; plus their mean
+    and std over the seeds (population std)."""
+    per_seed = {str(seed): run(seed) for seed in seeds}
+    summary = {"mean": {}, "std": {}}
+    for split in ("validation", "eval"):
+        for metric in per_seed[str(seeds[0])][split]:
+            values = [r[split][metric] for r in per_seed.values()]
+            summary["mean"].setdefault(split, {})[metric] = round(float(np.mean(values)), 5)
+            summary["std"].setdefault(split, {})[metric] = round(float(np.std(values)), 5)
+    return {"seeds": list(seeds), "per_seed": per_seed, **summary}
+
+
+def click_models(data, params, models, seeds):
+    """GBDT_MODEL (hist, lightgbm or both) x GBDT_SEEDS on the click target -> {model: over_seeds
+    record}; lightgbm's hyper-parameters tuned once on the validation day (first seed)."""
+    out = {}
+    for name in models:
+        t0 = time.time()
+        if name == "hist":  # no subsampling: the seed changes nothing here, recorded to show it
+            out[name] = over_seeds(lambda s: click_reference(data, dict(params, random_state=s)), seeds)
+        else:
+            from bench import gbdt_lightgbm as L
+
+            is_cat = params["categorical_features"]
+            xy = {s: (d[0], np.asarray(d[1]["click_prob"]).reshape(-1)) for s, d in data.items()}
+            chosen, trials = L.tune(xy["train"], xy["validation"], is_cat, seeds[0])
+            out[name] = {"params": dict(chosen), "grid": L.GRID, "tuning_on_validation": trials,
+                         **over_seeds(lambda s: L.click_reference(data, chosen, is_cat, s), seeds)}
+        out[name]["seconds"] = round(time.time() - t0, 1)
+        print(name, json.dumps({k: out[name][k] for k in ("mean", "std")}), flush=True)
+    return out
 
 
 def _regressor(params, loss, train, val_x, val_score, **kw):
@@ -230,9 +277,17 @@ def main() -> int:
     target = os.environ.get("GBDT_TARGET", "click")
     if target not in ("click", "watch"):
         raise ValueError(f"GBDT_TARGET must be click or watch, got {target!r}")
+    models = [m.strip() for m in os.environ.get("GBDT_MODEL", "hist").split(",") if m.strip()]
+    seeds = [int(v) for v in os.environ.get("GBDT_SEEDS", "0").split(",") if v.strip()]
+    if not models or set(models) - {"hist", "lightgbm"}:
+        raise ValueError(f"GBDT_MODEL must be hist, lightgbm or both (comma list), got {models!r}")
+    multi = models != ["hist"] or seeds != [0]  # the click models x seeds record (#37)
+    if multi and (target != "click" or os.environ.get("GBDT_FAMILY_SETS")):
+        raise ValueError("GBDT_MODEL / GBDT_SEEDS: the click target without GBDT_FAMILY_SETS only")
     work = os.environ.get("BENCH_WORK", "/tmp/bench_rankers")
-    out = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench", "results", "gbdt_reference.json" if target == "click"
-                                                   else "gbdt_watch_reference.json"))
+    out = os.environ.get("BENCH_OUT", os.path.join(
+        ROOT, "bench", "results", "gbdt_watch_reference.json" if target == "watch" else
+        "gbdt_reference_lightgbm.json" if "lightgbm" in models else "gbdt_reference.json"))
     store = PipelineStore.for_output_dir(work)
     examples, transform = store.latest_uri("LogExampleGen", "examples"), store.latest_uri("Transform", "transform_graph")
     if not (examples and transform):
@@ -257,14 +312,31 @@ def main() -> int:
         result = {"family_sets": family_sets(examples, splits, designs, params, sets)}
     else:
         data = {s: (designs[s][0], y, meta) for s, (_, y, meta) in splits.items()}
-        result = click_reference(data, params) if target == "click" else watch_reference(data, params)
+        if target == "watch":
+            result = watch_reference(data, params)
+        elif multi:
+            result = {"models": click_models(data, params, models, seeds),
+                      "log_signals": os.environ.get("LOG_SIGNALS", F.STANDARD_TOKEN)}
+        else:
+            result = click_reference(data, params)
     prefix = "" if target == "click" else "GBDT_TARGET=watch "
+    if multi:
+        prefix = f"GBDT_MODEL={','.join(models)} GBDT_SEEDS={','.join(map(str, seeds))} "
+        if "lightgbm" in models:
+            import lightgbm  # the version the figures came from
+
+            result["lightgbm_version"] = lightgbm.__version__
+        prefix += f"LOG_SIGNALS={result['log_signals']} BENCH_OUT={os.path.relpath(os.path.abspath(out), ROOT)} nice -n 19 "
+        result["prepare_command"] = (f"LOG_SIGNALS={result['log_signals']} nice -n 19: bench.ranker_data."
+                                     "run_example_gen_and_transform(<logs>, BENCH_WORK, <train days>, <eval days>) "
+                                     "as bench.bench_rankers calls it (its default logs and days)")
     if sets:
         prefix = f"GBDT_FAMILY_SETS='{sets}' "
         result["loadavg_before"] = load
         result["prepare_command"] = ("LOG_SIGNAL_FAMILIES=all LOG_SIGNALS=<the 12>: bench.ranker_data."
                                      "run_example_gen_and_transform(<logs>, BENCH_WORK, <train days>, <eval days>)")
-    record = {"command": prefix + "LOG_SIGNALS=<signals> BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
+    signals = "" if multi else "LOG_SIGNALS=<signals> "
+    record = {"command": prefix + signals + "BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
               "target": target, "signals": list(F.MODEL_SIGNAL_FEATURES), "features": names,
               "params": {k: v for k, v in params.items() if k != "categorical_features"},
               "categorical": [n for n, c in zip(names, is_cat) if c],
