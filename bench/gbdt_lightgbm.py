@@ -49,6 +49,7 @@ def tune(train, val, categorical, seed, grid=None, base=None, **kw):
         chosen = dict(zip(grid, values))
         _, trees, curve = fit(dict(base, **chosen), train, val, categorical, seed, **kw)
         trials.append({"params": chosen, "trees": trees, "validation_auc": round(float(curve[trees - 1]), 5)})
+        print("lightgbm tuning", trials[-1], flush=True)
     best = max(trials, key=lambda t: t["validation_auc"])
     return dict(base, **best["params"]), trials
 

@@ -326,7 +326,7 @@ def main() -> int:
             import lightgbm  # the version the figures came from
 
             result["lightgbm_version"] = lightgbm.__version__
-        prefix += f"LOG_SIGNALS={result['log_signals']} BENCH_OUT={os.path.relpath(os.path.abspath(out), ROOT)} nice -n 19 "
+        prefix += f"LOG_SIGNALS={result['log_signals']} BENCH_OUT={os.path.relpath(os.path.abspath(out), ROOT)} "
         result["prepare_command"] = (f"LOG_SIGNALS={result['log_signals']} nice -n 19: bench.ranker_data."
                                      "run_example_gen_and_transform(<logs>, BENCH_WORK, <train days>, <eval days>) "
                                      "as bench.bench_rankers calls it (its default logs and days)")
@@ -336,7 +336,8 @@ def main() -> int:
         result["prepare_command"] = ("LOG_SIGNAL_FAMILIES=all LOG_SIGNALS=<the 12>: bench.ranker_data."
                                      "run_example_gen_and_transform(<logs>, BENCH_WORK, <train days>, <eval days>)")
     signals = "" if multi else "LOG_SIGNALS=<signals> "
-    record = {"command": prefix + signals + "BENCH_WORK=<tmp> .venv/bin/python -m bench.gbdt_reference",
+    python = "nice -n 19 .venv/bin/python" if multi else ".venv/bin/python"
+    record = {"command": prefix + signals + f"BENCH_WORK=<tmp> {python} -m bench.gbdt_reference",
               "target": target, "signals": list(F.MODEL_SIGNAL_FEATURES), "features": names,
               "params": {k: v for k, v in params.items() if k != "categorical_features"},
               "categorical": [n for n, c in zip(names, is_cat) if c],
