@@ -8,7 +8,8 @@ Usage in a pipeline (the budget lives in pipeline/configs/ STATISTICS_SAMPLE_ROW
 
 Same inputs, outputs, id ("StatisticsGen") and artifact properties as
 ``tfx.components.StatisticsGen``, plus ``sample_rows``: a split of N examples is read at
-rate min(1, sample_rows / N) (sampling.py); 0 reads every example. ``stats_options``'
+rate min(1, sample_rows / N) (sampling.py); 0 reads every example, and a budget below
+1,000 is refused. ``stats_options``'
 ``sample_rate`` and ``sample_rate_by_split`` still name a rate outright. The artifact's
 ``sample_rate_by_split`` records the rate each split was read at, so a reader knows the
 statistics are a sample's (counts are the sample's, not the split's).
@@ -22,6 +23,7 @@ from tfx.types import standard_component_specs as specs
 from tfx.types.component_spec import ExecutionParameter
 from tfx.utils import json_utils
 
+from components.statistics_gen import sampling
 from components.statistics_gen.executor import SAMPLE_ROWS_KEY, Executor
 
 
@@ -41,8 +43,7 @@ class StatisticsGen(base_beam_component.BaseBeamComponent):
     def __init__(self, examples, schema=None, stats_options=None,
                  exclude_splits: Optional[List[str]] = None,
                  sample_rate_by_split: Optional[Dict[str, float]] = None, sample_rows: int = 0):
-        if sample_rows < 0:
-            raise ValueError(f"sample_rows must be >= 0 (0: every example), got {sample_rows}")
+        sampling.check_sample_rows(sample_rows)
         spec = StatisticsGenSpec(
             examples=examples,
             schema=schema,

@@ -6,6 +6,9 @@ and a budget of B rows is
     r = min(1, B / N)      (B = 0 or N unknown: r = 1, every example),
 
 unless the user names one (TFX's ``StatsOptions.sample_rate`` or ``sample_rate_by_split``).
+A budget below ``MIN_SAMPLE_ROWS`` is refused: a sample of a few rows can come out empty
+(P = e^-B), and statistics of no rows would make ExampleValidator report every feature
+missing.
 Record k of file f is kept iff  splitmix64(k + seed_f) < r * 2^64,  seed_f = crc32 of the
 file's name, so a rerun on the same files reads the same sample and the expected sample
 size is r * N.
@@ -18,6 +21,7 @@ import numpy as np
 
 from models.evaluation.tfma.sampling import splitmix64
 
+MIN_SAMPLE_ROWS = 1000
 _TWO_64 = float(2 ** 64)
 _CHUNK = 4096
 
@@ -30,11 +34,16 @@ def split_rate(split: str, sample_rows: int, num_examples: Optional[int],
         if not 0.0 < rate <= 1.0:
             raise ValueError(f"sample rate of split {split!r} must be in (0, 1], got {rate}")
         return float(rate)
-    if sample_rows < 0:
-        raise ValueError(f"sample_rows must be >= 0 (0: every example), got {sample_rows}")
+    check_sample_rows(sample_rows)
     if not sample_rows or not num_examples:
         return 1.0
     return min(1.0, sample_rows / num_examples)
+
+
+def check_sample_rows(sample_rows: int) -> None:
+    if sample_rows < 0 or 0 < sample_rows < MIN_SAMPLE_ROWS:
+        raise ValueError(f"sample_rows must be 0 (every example) or >= {MIN_SAMPLE_ROWS} (module doc), "
+                         f"got {sample_rows}")
 
 
 def record_mask(path: str, rate: float) -> Callable[[int], np.ndarray]:
