@@ -32,14 +32,11 @@ OUT = os.environ.get("BENCH_OUT", os.path.join(_ROOT, "bench", "results", "stati
 
 
 def _latest_statistics(out: str):
-    from google.protobuf import json_format
-
     from pipeline.artifacts import PipelineStore
 
-    art = PipelineStore.for_output_dir(out).latest("StatisticsGen", "statistics")
-    value = json_format.MessageToDict(art.custom_properties["sample_rate_by_split"].struct_value)
-    value = value.get("__value__", value)  # TFX wraps a JSON property's value
-    return art.uri, json.loads(value) if isinstance(value, str) else value
+    store = PipelineStore.for_output_dir(out)
+    return (store.latest_uri("StatisticsGen", "statistics"),
+            store.latest_property("StatisticsGen", "statistics", "sample_rate_by_split"))
 
 
 def _read(uri: str, split: str):

@@ -70,11 +70,20 @@ class PipelineStore:
         return artifact.uri if artifact is not None else None
 
     def latest_property(self, node_id: str, output_key: str, name: str):
-        """A custom property of the newest output (int, double or string), or None."""
+        """A custom property of the newest output (int, double, string, or the value of a
+        JSON property, e.g. StatisticsGen's ``sample_rate_by_split``), or None."""
         artifact = self.latest(node_id, output_key)
         if artifact is None or name not in artifact.custom_properties:
             return None
         value = artifact.custom_properties[name]
+        if value.WhichOneof("value") == "struct_value":  # TFX's JSON property: {"__value__": its JSON}
+            import json
+
+            from google.protobuf import json_format
+
+            wrapped = json_format.MessageToDict(value.struct_value)
+            wrapped = wrapped.get("__value__", wrapped)
+            return json.loads(wrapped) if isinstance(wrapped, str) else wrapped
         return getattr(value, value.WhichOneof("value"))
 
     # ------------------------------------------------------------ what tooling asks for

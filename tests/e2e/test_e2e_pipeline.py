@@ -34,6 +34,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
 CLI_MODEL_TYPE, CLI_WATCH_HEAD = "baseline", "regression"
+CLI_STATISTICS_SAMPLE_ROWS = 2000  # below every split of the fixture's ~16k rows: StatisticsGen samples
 
 
 def _tfx_cli(args, env):
@@ -55,7 +56,8 @@ def cli_run(tmp_path_factory):
     # The CLI path with the light baseline ranker (the suite's time budget); the mission's
     # DIN + CREAD + CQE default goes through the whole pipeline in the real-data test.
     env = dict(os.environ, LOGS=str(logs), OUTPUT_DIR=str(out), LOCAL_HOME=str(tmp_path / "tfx_home"),
-               TF_USE_LEGACY_KERAS="1", PYTHONPATH=ROOT, MODEL_TYPE=CLI_MODEL_TYPE, WATCH_HEAD=CLI_WATCH_HEAD)
+               TF_USE_LEGACY_KERAS="1", PYTHONPATH=ROOT, MODEL_TYPE=CLI_MODEL_TYPE, WATCH_HEAD=CLI_WATCH_HEAD,
+               STATISTICS_SAMPLE_ROWS=str(CLI_STATISTICS_SAMPLE_ROWS))
 
     created = _tfx_cli(["pipeline", "create", "--engine", "local", "--pipeline_path", "local_runner.py"], env)
     assert 'Pipeline "watchtime_ranker" created successfully' in created
@@ -70,6 +72,14 @@ def test_tfx_cli_local_engine_on_simulated_logs(cli_run):
     out = Path(out)
     counts = e2e_utils.dead_letter_counts(str(out))
     assert counts["bad_rows"] == 0
+    # StatisticsGen read a sample of each split larger than the budget (the environment
+    # knob through the CLI), counted what it read, and ExampleValidator found nothing in it
+    rates, counted, anomalies = e2e_utils.statistics_sample(str(out))
+    for split, n in counts["splits"].items():
+        assert rates[split] == pytest.approx(min(1.0, CLI_STATISTICS_SAMPLE_ROWS / n))
+        sd = (n * rates[split] * (1 - rates[split])) ** 0.5
+        assert abs(counted[split] - rates[split] * n) <= 5 * sd, (split, counted, n)
+    assert min(rates.values()) < 1.0 and anomalies == {s: [] for s in rates}, (rates, anomalies)
     assert e2e_utils.blessed(str(out))
     assert len(e2e_utils.pushed_versions(str(out))) == 1
     e2e_utils.check_published(str(out))

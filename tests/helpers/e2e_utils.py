@@ -69,6 +69,21 @@ def blessed(output_dir: str) -> bool:
     return os.path.exists(os.path.join(blessing, "BLESSED"))
 
 
+def statistics_sample(output_dir: str):
+    """StatisticsGen's rate per split, the examples its statistics counted per split, and
+    ExampleValidator's anomalous features per split (newest runs)."""
+    from tensorflow_data_validation.utils import anomalies_util, stats_util
+
+    store = PipelineStore.for_output_dir(output_dir)
+    rates = store.latest_property("StatisticsGen", "statistics", "sample_rate_by_split")
+    stats, anomalies = store.latest_uri("StatisticsGen", "statistics"), store.latest_uri("ExampleValidator", "anomalies")
+    counted = {s: stats_util.load_stats_binary(os.path.join(stats, f"Split-{s}", "FeatureStats.pb")).datasets[0]
+               .num_examples for s in rates}
+    found = {s: sorted(anomalies_util.load_anomalies_binary(os.path.join(anomalies, f"Split-{s}", "SchemaDiff.pb"))
+                       .anomaly_info) for s in rates}
+    return rates, counted, found
+
+
 def dead_letter_counts(output_dir: str) -> dict:
     dead_letter = PipelineStore.for_output_dir(output_dir).latest_uri("LogExampleGen", "dead_letter")
     with open(os.path.join(dead_letter, "counts.json")) as f:
