@@ -129,6 +129,12 @@ def run_size(rows: int, work: str) -> dict:
             "nodes": results, "commit": _commit()}
 
 
+def machine() -> str:
+    """The CPU model and core count, as the results name the machine."""
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
@@ -227,8 +233,7 @@ def main(argv=None) -> int:
         with open(cached, "w") as f:
             json.dump(sizes[-1], f, indent=1)
     import platform
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    result = {"bench": "scale", "machine": f"{cpu}, {os.cpu_count()} cores", "python": platform.python_version(),
+    result = {"bench": "scale", "machine": machine(), "python": platform.python_version(),
               "beam_pipeline_args": _beam_args(), "sizes": sizes, "components": summarize(sizes),
               "projection_note": "t(1e8) = t_largest * (1e8 / rows_largest)^max(k, 1): an extrapolation, "
                                  "not a measurement; one machine of this size, one worker"}

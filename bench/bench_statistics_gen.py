@@ -85,7 +85,7 @@ def main(logs: str, out: str, budgets) -> dict:
 
     from tfx.utils import io_utils
 
-    from bench.bench_scale import _child, _commit, counts_of
+    from bench.bench_scale import _child, _commit, counts_of, machine
     from pipeline import configs
 
     if budgets[0] != 0:
@@ -104,8 +104,7 @@ def main(logs: str, out: str, budgets) -> dict:
                "splits": compare(full_uri, uri, list(rates), schema)}
         runs.append(run)
         print(json.dumps(run), flush=True)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    size = {"log_rows": rows, "machine": f"{cpu}, {os.cpu_count()} cores", "python": platform.python_version(),
+    size = {"log_rows": rows, "machine": machine(), "python": platform.python_version(),
             "commit": _commit(), "runs": runs,
             "command": "python -m bench.bench_statistics_gen <logs> <out> " + ",".join(map(str, budgets))}
     result = json.load(open(OUT)) if os.path.exists(OUT) else {"bench": "statistics_gen", "sizes": []}

@@ -2,6 +2,12 @@
 from tfx import types
 
 
+def num_examples_property(split: str) -> str:
+    """The Examples artifact's custom property with a split's example count (StatisticsGen
+    reads it to size its sample)."""
+    return f"num_{split}_examples"
+
+
 class DeadLetterRows(types.Artifact):
     """Rows LogExampleGen could not turn into examples, with the reason for each.
 

@@ -18,6 +18,7 @@ from components.log_example_gen import beam_pipeline as bp
 from components.log_example_gen import counts as counts_lib
 from components.log_example_gen import inputs as inputs_lib
 from components.log_example_gen import time_split
+from components.log_example_gen.artifacts import num_examples_property
 from components.log_example_gen.config import LogExampleGenConfig
 
 INPUT_BASE_KEY = "input_base"
@@ -64,7 +65,7 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
     examples_utils.set_payload_format(examples, example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE)
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     for split in time_split.SPLIT_NAMES:
-        examples.set_int_custom_property(f"num_{split}_examples", counts["splits"][split])
+        examples.set_int_custom_property(num_examples_property(split), counts["splits"][split])
     for key in ("total_rows", "good_rows", "bad_rows", "dropped_rows", "history_only_rows"):
         dead_letter.set_int_custom_property(key, counts[key])
     dead_letter.set_float_custom_property("bad_row_fraction", counts["bad_row_fraction"])

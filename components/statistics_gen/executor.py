@@ -20,6 +20,7 @@ from tfx.types import artifact_utils, standard_component_specs as specs
 from tfx.utils import io_utils, json_utils
 from tfx_bsl.coders import example_coder
 
+from components.log_example_gen.artifacts import num_examples_property
 from components.log_example_gen.record_files import read_frames
 from components.statistics_gen import sampling
 
@@ -48,7 +49,7 @@ class _DecodeSample(beam.DoFn):
 
 
 def _num_examples(examples: types.Artifact, split: str):
-    name = f"num_{split}_examples"  # LogExampleGen's counts (its executor)
+    name = num_examples_property(split)  # LogExampleGen's counts
     return examples.get_int_custom_property(name) if examples.has_custom_property(name) else None
 
 
