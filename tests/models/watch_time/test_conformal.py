@@ -218,3 +218,18 @@ def test_head_reads_its_quantiles_at_the_levels_like_apply_levels():
                                    rtol=1e-5, atol=1e-4)
     with pytest.raises(ValueError, match="non-decreasing levels"):
         head.set_conformal_levels(taus[::-1])
+
+
+def test_fit_model_levels_by_chunks_equals_one_chunk(monkeypatch):
+    """The [n, N] temporaries are built a chunk of rows at a time (bounded memory): any chunk
+    size gives the same levels and coverages, bit for bit."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(300, 3)).astype(np.float32)
+    y = rng.exponential(10.0, 300).astype(np.float32)
+    data = tf.data.Dataset.from_tensor_slices(({"x": x}, {"quantiles": y})).batch(64)
+    model, fits = _tiny_model(tower_units=[4], stop_gradient=True), []
+    for rows in (10 ** 6, 7, 64):  # each fit starts from the uncalibrated quantiles (levels reset)
+        monkeypatch.setattr(conformal, "FIT_CHUNK_ROWS", rows)
+        fits.append(conformal.fit_model_levels(model, data))
+    for fit in fits[1:]:
+        assert fit == fits[0]
