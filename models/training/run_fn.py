@@ -143,13 +143,12 @@ def run_fn(fn_args):
     vocabularies = warm_start.read_vocabularies(tf_transform_output)
     warm = _warm_start(model, strategy, fn_args, config, vocabularies, train_dataset)
     calibration.reset(model)  # a warm start restored the last fit: train uncalibrated, refit below
-    first_batch = {}
-    callbacks.append(keras.callbacks.LambdaCallback(  # the first training step's loss
-        on_train_batch_end=lambda b, logs: first_batch.setdefault("loss", float((logs or {}).get("loss", "nan")))))
+    first_loss = _FirstStepLoss()
+    callbacks.append(first_loss)
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
     if warm is not None:
-        warm["first_train_step_loss"] = first_batch.get("loss")
+        warm["first_train_step_loss"] = first_loss.loss
     tf.io.gfile.makedirs(run_dir)
     with tf.io.gfile.GFile(os.path.join(run_dir, "history.json"), "w") as f:
         json.dump({"model_type": config.model_type, "strategy": config.strategy,
@@ -185,6 +184,21 @@ def run_fn(fn_args):
         warm_start.save(model, vocabularies, os.path.dirname(fn_args.serving_model_dir))  # the next run's start
         warm_start.record_origin(os.path.dirname(fn_args.serving_model_dir),  # which model it continues
                                  warm_start.model_uri_of(warm["base_model"]) if warm and "restored" in warm else None)
+
+
+class _FirstStepLoss(keras.callbacks.Callback):
+    """The first training step's loss. Reads Keras' logs as tensors (`_supports_tf_logs`) and
+    only once: a callback that wants numpy logs makes Keras copy every step's logs to Python,
+    a sync per step (a LambdaCallback did, and Keras warned it was slower than the step)."""
+
+    def __init__(self):
+        super().__init__()
+        self._supports_tf_logs = True
+        self.loss = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.loss is None:
+            self.loss = float((logs or {}).get("loss", float("nan")))
 
 
 def _warm_start(model, strategy, fn_args, config: TrainerConfig, vocabularies, train_dataset):

@@ -163,7 +163,7 @@ def test_two_spans_warm_start_delta_publish_and_hot_swap(tmp_path):
     # noise here: one CI-like run had cold 2.70 < restored 3.15. That the restored model beats a
     # cold start on the same batch is tested deterministically in
     # tests/models/training/test_warm_start.py; here both losses are recorded and finite.
-    assert all(0 < warm[k] < float("inf") for k in ("loss_before", "loss_after")), warm
+    assert all(0 < warm[k] < float("inf") for k in ("loss_before", "loss_after", "first_train_step_loss")), warm
     assert warm["learning_rate"] == pytest.approx(configs.WARM_START_LEARNING_RATE)  # the continuous phase's rate
     # delta publish, assembled into the next version, served with no failed request
     assert second["publish"]["kind"] == "delta", second["publish"]
