@@ -198,7 +198,10 @@ class _FirstStepLoss(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if self.loss is None:
-            self.loss = float((logs or {}).get("loss", float("nan")))
+            value = (logs or {}).get("loss", float("nan"))
+            if hasattr(value, "fetch"):  # a parameter-server coordinator's RemoteValue
+                value = value.fetch()
+            self.loss = float(value)
 
 
 def _warm_start(model, strategy, fn_args, config: TrainerConfig, vocabularies, train_dataset):

@@ -8,7 +8,7 @@ tensor as float32, ids in the fewest bytes that hold them) and widened back to
 float64 / int64 (:func:`widen`) only to compute the metric, so the values, the hashes
 and the metrics are those of the float64 / int64 columns, while the accumulators that
 Beam encodes, groups and merges (the Evaluator's memory above its model: every slice's
-rows of every row metric) are 2-3x smaller. Above ``max_rows`` rows per slice (default
+rows of every row metric) are ~2x smaller. Above ``max_rows`` rows per slice (default
 :data:`DEFAULT_MAX_ROWS`) :class:`RowsCombiner` keeps a deterministic hash sample,
 mergeable and independent of Beam's bundling:
 
