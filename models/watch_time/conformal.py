@@ -184,7 +184,7 @@ def fit_model_levels(model, dataset: Iterable, quantiles_output: str = "quantile
     y, q = np.concatenate(ys), np.concatenate(qs)
     del qs
     # [n, N] float64 temporaries a chunk of rows at a time: whole, the scores and the calibrated
-    # quantiles held ~5 copies of q (1.7 GB for a 400k-row validation split, the Trainer's peak)
+    # quantiles held ~5 copies of q (~1.7 GB on a 371k-row validation split: the Trainer's peak)
     chunks = [slice(a, a + FIT_CHUNK_ROWS) for a in range(0, y.size, FIT_CHUNK_ROWS)]
     levels = levels_of_scores(np.concatenate([scores(y[c], q[c], head.taus) for c in chunks]), head.taus)
     before = sum(np.sum(y[c, None] <= q[c], axis=0) for c in chunks) / y.size
