@@ -9,6 +9,8 @@ module         job
                SplitMix64 bottom-k hash sample by group, with its error bounds
 ``combiners``  the Beam CombineFns; each calls a pure NumPy function of
                `models.evaluation.metrics`
+``user_table`` one table of rows per slice shared by the per-user metrics (GAUC,
+               request GAUC, XGAUC, nDCG, model ECS), each derived from it
 ``metrics``    the ``tfma`` Metric classes (table of classes and metric keys) and
                their computations; the ``MetricConfig.module`` TFMA imports
 ``specs``      ``metric_config`` / ``metrics_specs``: the MetricsSpecs the Evaluator

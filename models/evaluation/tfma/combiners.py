@@ -8,11 +8,6 @@ a metric needs, merges partial states and calls the pure function:
 combiner               value                                       state
 =====================  ==========================================  ================
 XAUCCombiner           ``xauc(y, p)``                              rows (y, p)*
-GAUCCombiner           ``gauc(user, click, p)``                    rows by user*
-RequestGAUCCombiner    ``request_gauc(user, time, click, p, W)``   rows by user*
-XGAUCCombiner          ``xgauc(user, y, p)``                       rows by user*
-NDCGCombiner           ``ndcg_at_k(user, gain, score, k)``         rows by user*
-ModelECSCombiner       ``model_ecs(user, item, score, k, disc.)``  rows by user*
 ObservedECSCombiner    ``ecs(items, sum of label per item)``       sum per item
 NECombiner             ``(sum logloss / n) / H(sum y / n)``        n, sum y, sum ll
 RMSECombiner           ``sqrt(sum (y - p)^2 / n)``                 n, sum sq. error
@@ -22,6 +17,8 @@ QuantileCombiner       ``c_i = #(y <= t_tau_i) / n``,              n, sum pinbal
 
 ``*``: kept by :class:`~models.evaluation.tfma.sampling.RowsCombiner`, exact up to
 ``max_rows`` rows, then a hash sample (see `models.evaluation.tfma.sampling`). The
+per-user metrics (GAUC, request GAUC, XGAUC, nDCG, the model's ECS) share one table of
+rows per slice instead (`models.evaluation.tfma.user_table`). The
 streaming combiners buffer rows and reduce them to sums every ``_FLUSH_ROWS`` rows, so
 their memory is constant. Every combiner returns all its keys; a value it cannot
 compute (empty slice, undefined metric) is NaN.
@@ -36,7 +33,6 @@ from tensorflow_model_analysis.metrics import metric_types
 
 from models.evaluation import metrics as M
 from models.evaluation import quantile_metrics as QM
-from models.evaluation import request_metrics as RM
 from models.evaluation.tfma.inputs import Reader, flat_rows, hashable_id
 from models.evaluation.tfma.sampling import RowsCombiner, stable_hash
 from models.watch_time.cqe import quantile_levels
@@ -67,86 +63,6 @@ class XAUCCombiner(RowsCombiner):
     def _compute(self, columns):
         y, p = columns
         return {self._keys[0].name: M.xauc(y, p)}
-
-
-class UserRowsCombiner(RowsCombiner):
-    """Rows (user, a, b); sampled by user so every kept user is complete."""
-
-    num_columns = 3
-
-    def __init__(self, keys, reader, max_rows, sample_seed, user_key: str):
-        super().__init__(keys, reader, max_rows, sample_seed)
-        self._user_key = user_key
-
-    def _group_hash(self, columns):
-        return stable_hash(columns[0], self._seed)
-
-    def _rows(self, element):
-        return flat_rows(self._reader.feature(element, self._user_key),
-                         self._reader.label(element), self._reader.prediction(element))
-
-    def _user_counts(self, result: Dict[str, float], value_key: str) -> Dict[str, float]:
-        name = self._keys[0].name
-        return {name: result[value_key],
-                f"{name}_num_users_used": result["num_users_used"],
-                f"{name}_num_users_skipped": result["num_users_skipped"]}
-
-
-class GAUCCombiner(UserRowsCombiner):
-    def _compute(self, columns):
-        return self._user_counts(M.gauc(*columns), "gauc")
-
-
-class RequestGAUCCombiner(UserRowsCombiner):
-    """Rows (user, time_ms, click, p); sampled by user, so every kept request is complete."""
-
-    num_columns = 4
-
-    def __init__(self, keys, reader, max_rows, sample_seed, user_key, time_key, window_s):
-        super().__init__(keys, reader, max_rows, sample_seed, user_key)
-        self._time_key, self._window_s = time_key, float(window_s)
-
-    def _rows(self, element):
-        return flat_rows(self._reader.feature(element, self._user_key),
-                         self._reader.feature(element, self._time_key),
-                         self._reader.label(element), self._reader.prediction(element))
-
-    def _compute(self, columns):
-        r = RM.request_gauc(*columns, window_s=self._window_s)
-        name = self._keys[0].name
-        return {name: r["request_gauc"], f"{name}_num_requests_used": r["num_requests_used"],
-                f"{name}_num_requests_skipped": r["num_requests_skipped"]}
-
-
-class XGAUCCombiner(UserRowsCombiner):
-    def _compute(self, columns):
-        return self._user_counts(M.xgauc(*columns), "xgauc")
-
-
-class NDCGCombiner(UserRowsCombiner):
-    def __init__(self, keys, reader, max_rows, sample_seed, user_key, k):
-        super().__init__(keys, reader, max_rows, sample_seed, user_key)
-        self._k = k
-
-    def _compute(self, columns):
-        return self._user_counts(M.ndcg_at_k(*columns, k=self._k), "ndcg")
-
-
-class ModelECSCombiner(UserRowsCombiner):
-    """Rows (user, item, score)."""
-
-    def __init__(self, keys, reader, max_rows, sample_seed, user_key, item_key, k, discount):
-        super().__init__(keys, reader, max_rows, sample_seed, user_key)
-        self._item_key, self._k, self._discount = item_key, k, discount
-
-    def _rows(self, element):
-        return flat_rows(self._reader.feature(element, self._user_key),
-                         self._reader.feature(element, self._item_key),
-                         self._reader.prediction(element))
-
-    def _compute(self, columns):
-        user, item, score = columns
-        return {self._keys[0].name: M.model_ecs(user, item, score, self._k, self._discount)}
 
 
 # ---------------------------------------------------------------------- streaming

@@ -2,7 +2,8 @@
 
 Each class is a ``tfma`` Metric whose ``*_computations`` function builds one
 ``MetricComputation`` per (model, output) with a combiner of
-`models.evaluation.tfma.combiners`; TFMA instantiates it from
+`models.evaluation.tfma.combiners` (per-user metrics: a table and a derived
+computation, below); TFMA instantiates it from
 ``MetricConfig(class_name=..., module=MODULE, config=json)``, where :data:`MODULE`
 is this module (see `models.evaluation.tfma.specs`).
 
@@ -12,13 +13,13 @@ Metrics (class name -> metric keys; ``{name}`` is the config's ``name``)
 class              keys                                                     state
 =================  =======================================================  ==========
 XAUC               ``{name}``, ``{name}_rows_sampled_out``                  rows*
-XGAUC              ``{name}``, ``{name}_num_users_used``,                   rows by user*
+XGAUC              ``{name}``, ``{name}_num_users_used``,                   user table*
                    ``{name}_num_users_skipped``, ``{name}_rows_sampled_out``
-GroupAUC           same four keys as XGAUC (GAUC of clicks)                 rows by user*
-RequestGAUC        ``{name}``, ``{name}_num_requests_used``,                rows by user*
+GroupAUC           same four keys as XGAUC (GAUC of clicks)                 user table*
+RequestGAUC        ``{name}``, ``{name}_num_requests_used``,                user table*
                    ``{name}_num_requests_skipped``, ``{name}_rows_sampled_out``
-UserNDCG           same four keys (users with IDCG = 0 are skipped)         rows by user*
-ModelECS           ``{name}``, ``{name}_rows_sampled_out``                  rows by user*
+UserNDCG           same four keys (users with IDCG = 0 are skipped)         user table*
+ModelECS           ``{name}``, ``{name}_rows_sampled_out``                  user table*
 ObservedECS        ``{name}``                                               sum per item
 NormalizedEntropy  ``{name}``                                               3 sums
 RowCount           ``{name}`` ("example_count")                             1 sum
@@ -30,6 +31,12 @@ QuantileCoverage   ``{name}`` (mean coverage error), ``pinball_loss``,      N+2 
 
 ``*``: exact up to ``max_rows`` rows per slice (default 2,000,000), then a
 deterministic hash sample with the error bounds of `models.evaluation.tfma.sampling`.
+The per-user metrics read one table of rows per slice
+(`models.evaluation.tfma.user_table`): a private computation over ``table_columns``
+(column specs ``feature:NAME`` / ``prediction:OUTPUT`` / ``label:OUTPUT``; default
+none) plus the metric's own columns, which TFMA computes once for all metrics that
+name the same columns, ``max_rows`` and ``sample_seed``, then one derived computation
+per metric.
 
 Config args (each where it applies): ``prediction_output`` (model output to score;
 default the MetricsSpec output name), ``label_key`` (*feature* holding the label or
@@ -44,6 +51,7 @@ These metrics are impression-weighted by definition; a MetricsSpec with
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, List, Optional, Sequence
 
 import apache_beam as beam
@@ -51,6 +59,7 @@ from tensorflow_model_analysis.metrics import metric_types
 
 from models.evaluation import grouped as G
 from models.evaluation.tfma import combiners as C
+from models.evaluation.tfma import user_table as UT
 from models.evaluation.tfma.inputs import Reader
 from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS
 from models.watch_time.cqe import quantile_levels
@@ -60,26 +69,28 @@ MODULE = __name__  # the MetricConfig.module TFMA imports the classes below from
 # ---------------------------------------------------------------------- computations
 
 
-def _computations(name: str, extra_names: Sequence[str], features: Sequence[str],
-                  make_combiner: Callable[[List[metric_types.MetricKey]], beam.CombineFn],
-                  model_names, output_names, example_weighted) -> metric_types.MetricComputations:
+def _keys_per_output(name: str, extra_names: Sequence[str], model_names, output_names,
+                     example_weighted):
+    """(output name, the metric keys ``name`` + ``extra_names``) per model and output."""
     if example_weighted:
         raise ValueError(f"{name}: impression-weighted by definition; use "
                          "example_weights unweighted for this MetricsSpec")
-    features = [f for f in dict.fromkeys(features) if f]
-    preprocessors = [metric_types.FeaturePreprocessor(feature_keys=features)] if features else None
-    out = []
     for model_name in model_names or [""]:
         for output_name in output_names or [""]:
-            keys = [metric_types.MetricKey(name=n, model_name=model_name,
-                                           output_name=output_name, example_weighted=False)
-                    for n in [name, *extra_names]]
-            out.append(metric_types.MetricComputation(
-                keys=keys, preprocessors=preprocessors, combiner=make_combiner(keys)))
-    return out
+            yield output_name, [metric_types.MetricKey(name=n, model_name=model_name,
+                                                       output_name=output_name, example_weighted=False)
+                                for n in [name, *extra_names]]
 
 
-_USER_EXTRAS = ("_num_users_used", "_num_users_skipped", "_rows_sampled_out")
+def _computations(name: str, extra_names: Sequence[str], features: Sequence[str],
+                  make_combiner: Callable[[List[metric_types.MetricKey]], beam.CombineFn],
+                  model_names, output_names, example_weighted) -> metric_types.MetricComputations:
+    features = [f for f in dict.fromkeys(features) if f]
+    preprocessors = [metric_types.FeaturePreprocessor(feature_keys=features)] if features else None
+    return [metric_types.MetricComputation(keys=keys, preprocessors=preprocessors,
+                                           combiner=make_combiner(keys))
+            for _, keys in _keys_per_output(name, extra_names, model_names, output_names,
+                                            example_weighted)]
 
 
 def _xauc_computations(name="xauc", prediction_output=None, label_key=None,
@@ -92,66 +103,86 @@ def _xauc_computations(name="xauc", prediction_output=None, label_key=None,
         model_names, output_names, example_weighted)
 
 
-def _user_computations(combiner_cls, name, prediction_output, label_key, user_key,
-                       max_rows, sample_seed, model_names, output_names, example_weighted,
-                       **extra):
-    return _computations(
-        name, [name + s for s in _USER_EXTRAS], [label_key, user_key],
-        lambda keys: combiner_cls(keys, Reader(keys[0], prediction_output, label_key),
-                                  max_rows, sample_seed, user_key, **extra),
-        model_names, output_names, example_weighted)
+def _user_computations(name, extra_names, specs, fn, user_key, table_columns, max_rows,
+                       sample_seed, model_names, output_names, example_weighted):
+    """A per-user metric: the shared table (`models.evaluation.tfma.user_table`) over
+    ``table_columns`` + its columns ``specs`` ((kind, name) pairs; a None name stands for
+    the MetricsSpec's output) and ``fn`` over those columns."""
+    out = []
+    for output_name, keys in _keys_per_output(name, extra_names, model_names, output_names,
+                                              example_weighted):
+        columns = [UT.column(kind, value or output_name) for kind, value in specs]
+        out += UT.computations(keys, columns, user_key, table_columns or [], max_rows,
+                               sample_seed, fn)
+    return out
+
+
+_USER_EXTRAS = ("_num_users_used", "_num_users_skipped", "_rows_sampled_out")
+
+
+def _label(label_key):
+    """Column of the label: the feature ``label_key``, else the output's own label."""
+    return ("feature", label_key) if label_key else ("label", None)
 
 
 def _gauc_computations(name="gauc", prediction_output=None, label_key=None,
-                       user_key="user_id", max_rows=DEFAULT_MAX_ROWS, sample_seed=0,
-                       model_names=None, output_names=None, example_weighted=False):
-    return _user_computations(C.GAUCCombiner, name, prediction_output, label_key, user_key,
-                              max_rows, sample_seed, model_names, output_names,
-                              example_weighted)
+                       user_key="user_id", table_columns=None, max_rows=DEFAULT_MAX_ROWS,
+                       sample_seed=0, model_names=None, output_names=None,
+                       example_weighted=False):
+    return _user_computations(
+        name, [name + s for s in _USER_EXTRAS],
+        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
+        UT.gauc, user_key, table_columns, max_rows, sample_seed, model_names, output_names,
+        example_weighted)
 
 
 def _request_gauc_computations(name="request_gauc", prediction_output=None, label_key=None,
                                user_key="user_id", time_key="time_ms", window_s=60.0,
-                               max_rows=DEFAULT_MAX_ROWS, sample_seed=0, model_names=None,
-                               output_names=None, example_weighted=False):
+                               table_columns=None, max_rows=DEFAULT_MAX_ROWS, sample_seed=0,
+                               model_names=None, output_names=None, example_weighted=False):
     if not float(window_s) > 0:
         raise ValueError(f"RequestGAUC: window_s must be > 0, got {window_s!r}")
-    return _computations(
-        name, [name + s for s in ("_num_requests_used", "_num_requests_skipped",
-                                  "_rows_sampled_out")], [label_key, user_key, time_key],
-        lambda keys: C.RequestGAUCCombiner(keys, Reader(keys[0], prediction_output, label_key),
-                                           max_rows, sample_seed, user_key, time_key, window_s),
-        model_names, output_names, example_weighted)
+    return _user_computations(
+        name, [name + s for s in ("_num_requests_used", "_num_requests_skipped", "_rows_sampled_out")],
+        [("feature", user_key), ("feature", time_key), _label(label_key),
+         ("prediction", prediction_output)],
+        functools.partial(UT.request_gauc, window_s=float(window_s)), user_key, table_columns,
+        max_rows, sample_seed, model_names, output_names, example_weighted)
 
 
 def _xgauc_computations(name="xgauc", prediction_output=None, label_key=None,
-                        user_key="user_id", max_rows=DEFAULT_MAX_ROWS, sample_seed=0,
-                        model_names=None, output_names=None, example_weighted=False):
-    return _user_computations(C.XGAUCCombiner, name, prediction_output, label_key, user_key,
-                              max_rows, sample_seed, model_names, output_names,
-                              example_weighted)
+                        user_key="user_id", table_columns=None, max_rows=DEFAULT_MAX_ROWS,
+                        sample_seed=0, model_names=None, output_names=None,
+                        example_weighted=False):
+    return _user_computations(
+        name, [name + s for s in _USER_EXTRAS],
+        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
+        UT.xgauc, user_key, table_columns, max_rows, sample_seed, model_names, output_names,
+        example_weighted)
 
 
 def _ndcg_computations(name=None, k=10, prediction_output=None, label_key=None,
-                       user_key="user_id", max_rows=DEFAULT_MAX_ROWS, sample_seed=0,
-                       model_names=None, output_names=None, example_weighted=False):
-    return _user_computations(C.NDCGCombiner, name or f"ndcg@{k}", prediction_output,
-                              label_key, user_key, max_rows, sample_seed, model_names,
-                              output_names, example_weighted, k=int(k))
+                       user_key="user_id", table_columns=None, max_rows=DEFAULT_MAX_ROWS,
+                       sample_seed=0, model_names=None, output_names=None,
+                       example_weighted=False):
+    return _user_computations(
+        name or f"ndcg@{k}", [(name or f"ndcg@{k}") + s for s in _USER_EXTRAS],
+        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
+        functools.partial(UT.ndcg, k=int(k)), user_key, table_columns, max_rows, sample_seed,
+        model_names, output_names, example_weighted)
 
 
 def _model_ecs_computations(name=None, k=10, discount="log2", prediction_output=None,
-                            user_key="user_id", item_key="video_id",
+                            user_key="user_id", item_key="video_id", table_columns=None,
                             max_rows=DEFAULT_MAX_ROWS, sample_seed=0, model_names=None,
                             output_names=None, example_weighted=False):
     G.rank_discount(1, int(k), discount)  # validates k and discount early
     name = name or f"ecs_model@{k}"
-    return _computations(
-        name, [name + "_rows_sampled_out"], [user_key, item_key],
-        lambda keys: C.ModelECSCombiner(keys, Reader(keys[0], prediction_output, None),
-                                        max_rows, sample_seed, user_key, item_key, int(k),
-                                        discount),
-        model_names, output_names, example_weighted)
+    return _user_computations(
+        name, [name + "_rows_sampled_out"],
+        [("feature", user_key), ("feature", item_key), ("prediction", prediction_output)],
+        functools.partial(UT.model_ecs, k=int(k), discount=discount), user_key, table_columns,
+        max_rows, sample_seed, model_names, output_names, example_weighted)
 
 
 def _observed_ecs_computations(name="ecs_observed", label_key=None, item_key="video_id",
@@ -210,14 +241,15 @@ class XGAUC(metric_types.Metric):
     (`models.evaluation.metrics.xgauc`); also reports users used and skipped.
 
     Config: ``name`` ("xgauc"), ``prediction_output``, ``label_key``, ``user_key``
-    ("user_id"), ``max_rows``, ``sample_seed``.
+    ("user_id"), ``table_columns``, ``max_rows``, ``sample_seed``.
     """
 
     def __init__(self, name: str = "xgauc", prediction_output: Optional[str] = None,
                  label_key: Optional[str] = None, user_key: str = "user_id",
+                 table_columns: Optional[Sequence[str]] = None,
                  max_rows: int = DEFAULT_MAX_ROWS, sample_seed: int = 0):
         super().__init__(_xgauc_computations, name=name, prediction_output=prediction_output,
-                         label_key=label_key, user_key=user_key, max_rows=max_rows,
+                         label_key=label_key, user_key=user_key, table_columns=list(table_columns or []), max_rows=max_rows,
                          sample_seed=sample_seed)
 
 
@@ -227,14 +259,15 @@ class GroupAUC(metric_types.Metric):
     them.
 
     Config: ``name`` ("gauc"), ``prediction_output``, ``label_key``, ``user_key``
-    ("user_id"), ``max_rows``, ``sample_seed``.
+    ("user_id"), ``table_columns``, ``max_rows``, ``sample_seed``.
     """
 
     def __init__(self, name: str = "gauc", prediction_output: Optional[str] = None,
                  label_key: Optional[str] = None, user_key: str = "user_id",
+                 table_columns: Optional[Sequence[str]] = None,
                  max_rows: int = DEFAULT_MAX_ROWS, sample_seed: int = 0):
         super().__init__(_gauc_computations, name=name, prediction_output=prediction_output,
-                         label_key=label_key, user_key=user_key, max_rows=max_rows,
+                         label_key=label_key, user_key=user_key, table_columns=list(table_columns or []), max_rows=max_rows,
                          sample_seed=sample_seed)
 
 
@@ -247,17 +280,18 @@ class RequestGAUC(metric_types.Metric):
 
     Config: ``name`` ("request_gauc"), ``prediction_output``, ``label_key``,
     ``user_key`` ("user_id"), ``time_key`` ("time_ms"), ``window_s`` (60),
-    ``max_rows``, ``sample_seed``.
+    ``table_columns``, ``max_rows``, ``sample_seed``.
     """
 
     def __init__(self, name: str = "request_gauc", prediction_output: Optional[str] = None,
                  label_key: Optional[str] = None, user_key: str = "user_id",
                  time_key: str = "time_ms", window_s: float = 60.0,
+                 table_columns: Optional[Sequence[str]] = None,
                  max_rows: int = DEFAULT_MAX_ROWS, sample_seed: int = 0):
         super().__init__(_request_gauc_computations, name=name,
                          prediction_output=prediction_output, label_key=label_key,
                          user_key=user_key, time_key=time_key, window_s=window_s,
-                         max_rows=max_rows, sample_seed=sample_seed)
+                         table_columns=list(table_columns or []), max_rows=max_rows, sample_seed=sample_seed)
 
 
 class UserNDCG(metric_types.Metric):
@@ -267,16 +301,17 @@ class UserNDCG(metric_types.Metric):
     or click).
 
     Config: ``name`` ("ndcg@{k}"), ``k`` (10), ``prediction_output``, ``label_key``,
-    ``user_key`` ("user_id"), ``max_rows``, ``sample_seed``.
+    ``user_key`` ("user_id"), ``table_columns``, ``max_rows``, ``sample_seed``.
     """
 
     def __init__(self, name: Optional[str] = None, k: int = 10,
                  prediction_output: Optional[str] = None, label_key: Optional[str] = None,
-                 user_key: str = "user_id", max_rows: int = DEFAULT_MAX_ROWS,
+                 user_key: str = "user_id", table_columns: Optional[Sequence[str]] = None,
+                 max_rows: int = DEFAULT_MAX_ROWS,
                  sample_seed: int = 0):
         super().__init__(_ndcg_computations, name=name or f"ndcg@{k}", k=k,
                          prediction_output=prediction_output, label_key=label_key,
-                         user_key=user_key, max_rows=max_rows, sample_seed=sample_seed)
+                         user_key=user_key, table_columns=list(table_columns or []), max_rows=max_rows, sample_seed=sample_seed)
 
 
 class ModelECS(metric_types.Metric):
@@ -288,16 +323,17 @@ class ModelECS(metric_types.Metric):
     all exposure and ``ECS = 2 sum_i i p_i - 1`` over items sorted by share.
 
     Config: ``name`` ("ecs_model@{k}"), ``k`` (10), ``discount``, ``prediction_output``,
-    ``user_key``, ``item_key`` ("video_id"), ``max_rows``, ``sample_seed``.
+    ``user_key``, ``item_key`` ("video_id"), ``table_columns``, ``max_rows``, ``sample_seed``.
     """
 
     def __init__(self, name: Optional[str] = None, k: int = 10, discount: str = "log2",
                  prediction_output: Optional[str] = None, user_key: str = "user_id",
-                 item_key: str = "video_id", max_rows: int = DEFAULT_MAX_ROWS,
+                 item_key: str = "video_id", table_columns: Optional[Sequence[str]] = None,
+                 max_rows: int = DEFAULT_MAX_ROWS,
                  sample_seed: int = 0):
         super().__init__(_model_ecs_computations, name=name or f"ecs_model@{k}", k=k,
                          discount=discount, prediction_output=prediction_output,
-                         user_key=user_key, item_key=item_key, max_rows=max_rows,
+                         user_key=user_key, item_key=item_key, table_columns=list(table_columns or []), max_rows=max_rows,
                          sample_seed=sample_seed)
 
 

@@ -170,12 +170,13 @@ class RowsCombiner(beam.CombineFn):
 
     Subclasses set ``num_columns`` and define ``_rows`` (one example's columns),
     ``_group_hash`` (the sampling group of each row) and ``_compute`` (metric values by
-    key name from the kept rows).
+    key name from the kept rows), or ``_output`` for another output than metric values
+    (`models.evaluation.tfma.user_table`).
     """
 
     num_columns = 0
 
-    def __init__(self, keys: List[metric_types.MetricKey], reader: Reader,
+    def __init__(self, keys: List[metric_types.MetricKey], reader: Optional[Reader],
                  max_rows: int, sample_seed: int):
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
@@ -257,15 +258,18 @@ class RowsCombiner(beam.CombineFn):
         acc.flush()
         return acc
 
-    def extract_output(self, acc: Rows) -> Dict[metric_types.MetricKey, float]:
+    def _output(self, columns: Optional[List[np.ndarray]], dropped: int) -> Dict[metric_types.MetricKey, object]:
+        """The combiner's output from the kept rows (narrowed; None when there are none)
+        and the count of rows sampled out: by default ``_compute`` on the widened
+        columns, NaN where it gives no value, and ``{name}_rows_sampled_out``."""
+        values = self._compute(widen(columns)) if columns is not None else {}
+        values[f"{self._keys[0].name}_rows_sampled_out"] = float(dropped)
+        return {k: float(values.get(k.name, float("nan"))) for k in self._keys}
+
+    def extract_output(self, acc: Rows) -> Dict[metric_types.MetricKey, object]:
         columns = acc.flush()
         dropped = acc.sampled_out
-        values: Dict[str, float] = {}
         if columns is not None and columns[0].size:
             columns, _, extra = self._restrict(columns, acc.threshold, self._max_rows)
             dropped += extra
-            if columns[0].size:
-                values = self._compute(widen(columns))
-        base = self._keys[0].name
-        values[f"{base}_rows_sampled_out"] = float(dropped)
-        return {k: float(values.get(k.name, float("nan"))) for k in self._keys}
+        return self._output(columns if columns is not None and columns[0].size else None, dropped)

@@ -30,7 +30,7 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import metric_specs as tfma_metric_specs
 from tensorflow_model_analysis.metrics import metric_types
 
-from models.evaluation.tfma import row_metrics
+from models.evaluation.tfma import row_metrics, user_table
 from models.evaluation.tfma.metrics import CUSTOM_METRICS, MODULE
 from models.evaluation.tfma.sampling import DEFAULT_MAX_ROWS
 
@@ -66,6 +66,10 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
                   thresholds: Optional[Mapping[str, tfma.MetricThreshold]] = None,
                   batched: bool = False) -> List[tfma.MetricsSpec]:
     """The model-analysis metrics, one MetricsSpec per model output.
+
+    The per-user metrics (gauc, request_gauc, xgauc, ndcg, ecs_model) share one table of
+    rows per slice (`models.evaluation.tfma.user_table`) and read their labels from the
+    ``click_label`` / ``watch_label`` features.
 
     - ``click_output``: example_count, auc, calibration, binary_crossentropy,
       mean_prediction, mean_label, normalized_entropy,
@@ -103,22 +107,28 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
     def mean(builtin, statistic):  # TFMA's built-in or its row-wise twin (row_metrics.RowMean)
         return cfg("RowMean", row_metrics.DEFAULT_NAMES[statistic], statistic=statistic) if batched else cfg(builtin)
 
+    # the per-user metrics read one table per slice (models.evaluation.tfma.user_table):
+    # every column any of them reads, labels as features
+    table = [user_table.column("feature", f) for f in (user_key, item_key, click_label, watch_label)]
+    table += [user_table.column("prediction", o) for o in (click_output, watch_output, ranking)]
+    if request_time_key:
+        table.append(user_table.column("feature", request_time_key))
+    per_user = dict(user_key=user_key, table_columns=sorted(set(table)), max_rows=max_rows)
+
     click = [cfg(count), cfg("AUC"), mean("Calibration", "calibration"), cfg(bce),
              mean("MeanPrediction", "prediction"), mean("MeanLabel", "label"), cfg("NormalizedEntropy"),
-             cfg("GroupAUC", user_key=user_key, max_rows=max_rows)]
+             cfg("GroupAUC", label_key=click_label, **per_user)]
     if request_time_key:
-        click.append(cfg("RequestGAUC", user_key=user_key, time_key=request_time_key,
-                         window_s=float(request_window_s), max_rows=max_rows))
+        click.append(cfg("RequestGAUC", label_key=click_label, time_key=request_time_key,
+                         window_s=float(request_window_s), **per_user))
     watch = [mean("MeanAbsoluteError", "absolute_error"), cfg("RMSE"), mean("MeanPrediction", "prediction"),
              mean("MeanLabel", "label"),
              cfg("XAUC", max_rows=max_rows),
-             cfg("XGAUC", user_key=user_key, max_rows=max_rows),
+             cfg("XGAUC", label_key=watch_label, **per_user),
              cfg("ObservedECS", label_key=watch_label, item_key=item_key)]
-    rank = [cfg("UserNDCG", f"ndcg_{gain}@{k}", k=int(k), label_key=label, user_key=user_key,
-                max_rows=max_rows)
+    rank = [cfg("UserNDCG", f"ndcg_{gain}@{k}", k=int(k), label_key=label, **per_user)
             for k in ndcg_k for gain, label in (("watch", watch_label), ("click", click_label))]
-    rank.append(cfg("ModelECS", f"ecs_model@{ecs_k}", k=int(ecs_k), user_key=user_key,
-                    item_key=item_key, max_rows=max_rows))
+    rank.append(cfg("ModelECS", f"ecs_model@{ecs_k}", k=int(ecs_k), item_key=item_key, **per_user))
     specs = [tfma.MetricsSpec(output_names=[click_output], metrics=click)]
     if ranking == watch_output:
         specs.append(tfma.MetricsSpec(output_names=[watch_output], metrics=watch + rank))

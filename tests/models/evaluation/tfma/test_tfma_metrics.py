@@ -14,6 +14,9 @@ from tensorflow_model_analysis.metrics import metric_specs as tfma_metric_specs 
 from tensorflow_model_analysis.metrics import metric_types  # noqa: E402
 
 from models.evaluation import tfma as TM  # noqa: E402
+from models.evaluation.tfma import combiners as C  # noqa: E402
+from models.evaluation.tfma import sampling  # noqa: E402
+from models.evaluation.tfma import user_table as UT  # noqa: E402
 
 NUM_Q = 4
 NDCG_K = 3
@@ -255,6 +258,25 @@ def custom_computations(config, **spec_kw):
     return comps
 
 
+def combined(comps):
+    """TFMA's view of the computations: duplicates removed (metrics_and_plots_evaluator
+    keeps the first of equal computations), combiner-based ones first, then derived."""
+    return ([c for c in dict.fromkeys(comps) if isinstance(c, metric_types.MetricComputation)],
+            [c for c in dict.fromkeys(comps) if isinstance(c, metric_types.DerivedMetricComputation)])
+
+
+def evaluate(comps, parts):
+    """Every combiner over ``parts`` (run_combiner), then the derived metrics, private
+    (``_``) keys dropped: what TFMA reports for one slice."""
+    base, derived = combined(comps)
+    result = {}
+    for c in base:
+        result.update(run_combiner(c.combiner, parts))
+    for c in derived:
+        result.update(c.result(result))
+    return {k: v for k, v in result.items() if not k.name.startswith("_")}
+
+
 def inputs(d, pr, rows):
     return [metric_types.StandardMetricInputs(
         labels={"click_prob": np.array([d["is_click"][i]]),
@@ -288,14 +310,25 @@ def test_combiners_one_pass_equals_merge_equals_brute_force(model_and_data):
     perm = np.random.default_rng(1).permutation(n)
     splits = [[xs[i] for i in perm[:17]], [], [xs[i] for i in perm[17:140]],
               [xs[i] for i in perm[140:]]]
-    one, merged = {}, {}
-    for comp in custom_computations(eval_config()):
-        one.update(flat(run_combiner(comp.combiner, [xs])))
-        merged.update(flat(run_combiner(comp.combiner, splits)))
+    comps = custom_computations(eval_config())
+    one, merged = flat(evaluate(comps, [xs])), flat(evaluate(comps, splits))
     want = {k: v for k, v in expected(d, pr, np.arange(n)).items() if k in one}
     assert set(want) == set(one) and len(one) == 33
     assert_close(one, want, "one pass")
     assert_close(merged, one, "merged")
+
+
+def test_per_user_metrics_share_one_table():
+    """metrics_specs' five per-user metrics (six with the two nDCGs) compute from one
+    table of 8 columns per slice; a metric configured alone keeps its own table."""
+    base, derived = combined(custom_computations(eval_config()))
+    tables = [c for c in base if isinstance(c.combiner, UT.UserTableCombiner)]
+    assert len(tables) == 1 and len(derived) == 6
+    assert tables[0].combiner.num_columns == 8
+    assert not any(isinstance(c.combiner, sampling.RowsCombiner) and c not in tables
+                   and not isinstance(c.combiner, C.XAUCCombiner) for c in base)
+    alone = TM.GroupAUC().computations(model_names=[""], output_names=["click_prob"])
+    assert alone[0].combiner.num_columns == 3 and alone[0].keys[0].name.startswith("_user_table")
 
 
 def test_hash_sample_is_exact_on_the_kept_users_whatever_the_split(model_and_data):
@@ -303,7 +336,7 @@ def test_hash_sample_is_exact_on_the_kept_users_whatever_the_split(model_and_dat
     n = d["user_id"].size
     max_rows = 60  # << n: both add_input (> 2 * max_rows) and merge shrink
     xs = inputs(d, pr, range(n))
-    comps = {c.keys[0].name: c for c in custom_computations(eval_config(), max_rows=max_rows)}
+    comps = custom_computations(eval_config(), max_rows=max_rows)
     # documented kept set: users with the smallest hashes whose rows fit in max_rows
     users = np.unique(d["user_id"])
     h = TM.stable_hash(users, 0)
@@ -311,24 +344,25 @@ def test_hash_sample_is_exact_on_the_kept_users_whatever_the_split(model_and_dat
     kept_users = users[np.argsort(h)][: np.searchsorted(cum, max_rows, side="right")]
     rows = np.flatnonzero(np.isin(d["user_id"], kept_users))
     assert 0 < rows.size <= max_rows
-    want = expected(d, pr, rows)
+    per_user = ("gauc", "request_gauc", "xgauc", f"ndcg_watch@{NDCG_K}", f"ndcg_click@{NDCG_K}",
+                f"ecs_model@{ECS_K}")
+    want = {k: v for k, v in expected(d, pr, rows).items() if k[1].startswith(per_user)}
+    for (out, name), v in list(want.items()):
+        if name.endswith("_rows_sampled_out"):
+            want[(out, name)] = n - rows.size
+    assert len(want) == 22
+    got_one = flat(evaluate(comps, [xs]))
+    assert_close(got_one, want, "per-user metrics, one pass")
     rng = np.random.default_rng(2)
-    for name in ("gauc", "request_gauc", "xgauc", f"ndcg_watch@{NDCG_K}", f"ecs_model@{ECS_K}"):
-        out = comps[name].keys[0].output_name
-        want[(out, name + "_rows_sampled_out")] = n - rows.size
-        got_one = flat(run_combiner(comps[name].combiner, [xs]))
-        assert_close(got_one, {k: v for k, v in want.items() if k in got_one}, name)
-        for trial in range(3):
-            perm = rng.permutation(n)
-            cut = sorted(rng.integers(0, n, 3))
-            parts = [[xs[i] for i in p] for p in np.split(perm, cut)]
-            assert_close(flat(run_combiner(comps[name].combiner, parts)), got_one,
-                         f"{name} split {trial}")
+    for trial in range(3):
+        perm = rng.permutation(n)
+        cut = sorted(rng.integers(0, n, 3))
+        parts = [[xs[i] for i in p] for p in np.split(perm, cut)]
+        assert_close(flat(evaluate(comps, parts)), got_one, f"split {trial}")
     # XAUC samples rows by (label, prediction) group: merged == one pass, count kept
-    one = flat(run_combiner(comps["xauc"].combiner, [xs]))
     parts = [[xs[i] for i in p] for p in np.split(rng.permutation(n), [50, 90, 200])]
-    assert_close(flat(run_combiner(comps["xauc"].combiner, parts)), one, "xauc sampled")
-    assert 0 < one[("watch_time_s", "xauc_rows_sampled_out")] <= n - max_rows // 2
+    assert_close(flat(evaluate(comps, parts)), got_one, "xauc sampled")
+    assert 0 < got_one[("watch_time_s", "xauc_rows_sampled_out")] <= n - max_rows // 2
 
 
 def test_narrow_is_lossless_and_widen_restores_the_columns():
@@ -350,20 +384,24 @@ def test_narrow_is_lossless_and_widen_restores_the_columns():
 
 
 def test_row_accumulators_are_kept_narrow(model_and_data):
-    """A GAUC accumulator of (user id, click, float32 prediction) rows keeps its labels and
-    predictions as float32 and its small ids in one or two bytes: under 10 bytes a row
-    pickled, not the 24 of three float64 / int64 columns (its metric: tests above)."""
+    """The per-user table keeps its labels and predictions as float32 and its small ids
+    in one to four bytes: under 24 bytes a row pickled for its 8 columns (user, item,
+    click, watch, time, 3 predictions), not the 64 of float64 / int64 columns (its
+    metrics: tests above)."""
     from models.evaluation.tfma import sampling as S
 
     d, pr = model_and_data["data"], model_and_data["pred"]
     n = d["user_id"].size
-    comb = {c.keys[0].name: c for c in custom_computations(eval_config())}["gauc"].combiner
+    (table,) = [c for c in combined(custom_computations(eval_config()))[0]
+                if isinstance(c.combiner, UT.UserTableCombiner)]
+    comb = table.combiner
     acc = comb.create_accumulator()
     for x in inputs(d, pr, range(n)):
         acc = comb.add_input(acc, x)
-    cols = comb.compact(acc).columns
-    assert [c.dtype for c in cols] == [S.narrow(d["user_id"]).dtype, np.float32, np.float32]
-    assert len(pickle.dumps(acc)) < 10 * n + 1000
+    cols = dict(zip(comb._specs, comb.compact(acc).columns))
+    assert cols["feature:user_id"].dtype == S.narrow(d["user_id"]).dtype
+    assert {cols[f"prediction:{o}"].dtype for o in OUTPUTS[:3]} == {np.dtype(np.float32)}
+    assert len(pickle.dumps(acc)) < 24 * n + 1000
 
 
 def test_config_errors():
