@@ -365,7 +365,7 @@ def test_hash_sample_is_exact_on_the_kept_users_whatever_the_split(model_and_dat
     assert 0 < got_one[("watch_time_s", "xauc_rows_sampled_out")] <= n - max_rows // 2
 
 
-def test_narrow_is_lossless_and_widen_restores_the_columns():
+def test_narrow_pack_are_lossless_and_widen_restores_the_columns():
     from models.evaluation.tfma import sampling as S
 
     f32 = np.array([0.1, 2.5, -3.0, np.nan, np.inf], np.float32).astype(np.float64)  # float32 values
@@ -381,6 +381,13 @@ def test_narrow_is_lossless_and_widen_restores_the_columns():
     # the hash that picks the kept groups sees the same values
     for a, _ in cases[:6]:
         assert np.array_equal(S.stable_hash(S.narrow(a), 3), S.stable_hash(a, 3))
+    # pickled accumulators pack each column: the same values, dtype and order back
+    for a, _ in cases:
+        n = S.narrow(a)
+        back = S.unpack(pickle.loads(pickle.dumps(S.pack(n))))
+        assert back.dtype == n.dtype and np.array_equal(back, n, equal_nan=n.dtype.kind == "f")
+    times = np.sort(np.random.default_rng(0).integers(1.65e12, 1.66e12, 10_000))  # ms, near-constant high bytes
+    assert len(pickle.dumps(S.pack(times))) < 0.5 * times.nbytes
 
 
 def test_row_accumulators_are_kept_narrow(model_and_data):
