@@ -13,6 +13,8 @@ numpy numbers, strings as numpy unicode: no Python object per row); ``id in tabl
 tells whether a log row joins.
 """
 import csv
+import pickle
+import zlib
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -106,6 +108,16 @@ class SideTable:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    # Pickled as a Beam side input: the in-process runner keeps every consuming stage's
+    # encoded copy until the pipeline ends (3 stages read both tables), so the pickle is
+    # zlib-compressed: the 4M-row simulation's 80k-user table 22.1 -> 2.2 MB in 75 ms
+    # (fixed-width unicode and 64-bit columns of small values are mostly zero bytes).
+    def __getstate__(self):
+        return zlib.compress(pickle.dumps((self.ids, self.columns), protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+    def __setstate__(self, state):
+        self.ids, self.columns = pickle.loads(zlib.decompress(state))
 
     @classmethod
     def of(cls, ids: np.ndarray, columns: Dict[str, np.ndarray]) -> "SideTable":
