@@ -109,21 +109,50 @@ class SideTable:
     def __len__(self) -> int:
         return len(self.ids)
 
-    # Pickled as a Beam side input: the in-process runner keeps every consuming stage's
-    # encoded copy until the pipeline ends (3 stages read both tables), so the pickle is
-    # zlib-compressed: the 4M-row simulation's 80k-user table 22.1 -> 2.2 MB in 75 ms
-    # (fixed-width unicode and 64-bit columns of small values are mostly zero bytes).
-    def __getstate__(self):
-        return zlib.compress(pickle.dumps((self.ids, self.columns), protocol=pickle.HIGHEST_PROTOCOL), 1)
+    def __getstate__(self):  # a side input of three stages: kept packed (Packed)
+        return _pack(self.ids, self.columns)
 
     def __setstate__(self, state):
-        self.ids, self.columns = pickle.loads(zlib.decompress(state))
+        self.ids, self.columns = _unpack(state)
 
     @classmethod
     def of(cls, ids: np.ndarray, columns: Dict[str, np.ndarray]) -> "SideTable":
         """From unique ids in any order and their columns (``arrays``)."""
         order = np.argsort(ids, kind="stable")
         return cls(ids[order], {k: v[order] for k, v in columns.items()})
+
+
+def _pack(*values) -> bytes:
+    return zlib.compress(pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _unpack(blob: bytes):
+    return pickle.loads(zlib.decompress(blob))
+
+
+class Packed:
+    """A value held as its zlib-compressed (level 1) pickle; ``value()`` unpacks a copy.
+
+    For the side tables and their per-file parts, which travel as Beam side inputs: the
+    in-process runner keeps each consuming stage's encoded side input, and its decoded
+    copy in the state cache, until the pipeline ends. Fixed-width strings (texts, paths)
+    and 64-bit columns of small values are mostly zero or repeated bytes: the 4M-row
+    simulation's 80k-user table pickles to 22.1 MB, packed 2.2 MB (75 ms). ``SideTable``
+    pickles the same way (it is unpacked where it is used)."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, value):
+        self.blob = _pack(value)
+
+    def __getstate__(self):
+        return self.blob
+
+    def __setstate__(self, blob):
+        self.blob = blob
+
+    def value(self):
+        return _unpack(self.blob)[0]
 
 
 def arrays(table: str, feats: Dict[str, list]) -> Dict[str, np.ndarray]:

@@ -39,7 +39,8 @@ def _bad(table: str, rec: reading.Record, reason: str):
 
 def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
     """One file -> one columnar part of its parsed rows (ids, where they are, texts, feature
-    arrays: no Python object per row); bad rows tagged."""
+    arrays: no Python object per row), packed (side_columns.Packed: a side input); bad rows
+    tagged."""
     path, size = path_size
     header = headers[path]
     id_name, _ = side_columns.TABLES[table]
@@ -63,15 +64,17 @@ def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
         if reason is not None:
             yield _bad(table, recs[i], reason)
     feats = side_columns.arrays(table, side_columns.feature_columns(table, header, [rows[i] for i in ok]))
-    yield {"path": np.array([path] * len(ok), dtype=np.str_), "id": ids[ok],
-           "offset": np.array([recs[i].offset for i in ok], dtype=np.int64),
-           "line": np.array([recs[i].line for i in ok], dtype=np.int64),
-           "text": C.text_column([recs[i].text for i in ok]), "features": feats}
+    yield side_columns.Packed({
+        "path": np.array([path] * len(ok), dtype=np.str_), "id": ids[ok],
+        "offset": np.array([recs[i].offset for i in ok], dtype=np.int64),
+        "line": np.array([recs[i].line for i in ok], dtype=np.int64),
+        "text": C.text_column([recs[i].text for i in ok]), "features": feats})
 
 
 def _one_per_id(parts, table: str):
-    """Every file's part -> the SideTable of the ids kept; duplicates dropped or made ambiguous."""
-    parts = [p for p in parts if len(p["id"])]
+    """Every file's part (Packed) -> the SideTable of the ids kept; duplicates dropped or made
+    ambiguous."""
+    parts = [p for p in (packed.value() for packed in parts) if len(p["id"])]
     cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
            for k in ("path", "id", "offset", "line", "text")}
     feats = {f: np.concatenate([p["features"][f] for p in parts]) for f in (parts[0]["features"] if parts else {})}
