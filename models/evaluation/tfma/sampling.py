@@ -9,9 +9,10 @@ float64 / int64 (:func:`widen`) only to compute the metric, so the values, the h
 and the metrics are those of the float64 / int64 columns, while the accumulators that
 Beam encodes, groups and merges (the Evaluator's memory above its model: every slice's
 rows of every row metric, ~5 copies in the in-process runner's GroupByKey) are ~2x
-smaller; pickled, each column is compressed (:func:`pack`), ~40 % fewer bytes again. Above ``max_rows`` rows per slice (default
-:data:`DEFAULT_MAX_ROWS`) :class:`RowsCombiner` keeps a deterministic hash sample,
-mergeable and independent of Beam's bundling:
+smaller; pickled, each column is compressed (:func:`pack`), ~40 % fewer bytes again.
+Above ``max_rows`` rows per slice (default :data:`DEFAULT_MAX_ROWS`)
+:class:`RowsCombiner` keeps a deterministic hash sample, mergeable and independent of
+Beam's bundling:
 
 - each row gets a group hash (:func:`stable_hash`, SplitMix64 with ``sample_seed``):
   the user id for per-user metrics (so a sampled user keeps *all* its impressions and
