@@ -125,15 +125,23 @@ def _label(label_key):
     return ("feature", label_key) if label_key else ("label", None)
 
 
+def _per_user_label_prediction(name, fn, prediction_output, label_key, user_key, table_columns,
+                               max_rows, sample_seed, model_names, output_names, example_weighted):
+    """A per-user metric ``fn(user, label, prediction)`` with the users used / skipped keys."""
+    return _user_computations(
+        name, [name + s for s in _USER_EXTRAS],
+        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
+        fn, user_key, table_columns, max_rows, sample_seed, model_names, output_names,
+        example_weighted)
+
+
 def _gauc_computations(name="gauc", prediction_output=None, label_key=None,
                        user_key="user_id", table_columns=None, max_rows=DEFAULT_MAX_ROWS,
                        sample_seed=0, model_names=None, output_names=None,
                        example_weighted=False):
-    return _user_computations(
-        name, [name + s for s in _USER_EXTRAS],
-        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
-        UT.gauc, user_key, table_columns, max_rows, sample_seed, model_names, output_names,
-        example_weighted)
+    return _per_user_label_prediction(name, UT.gauc, prediction_output, label_key, user_key,
+                                      table_columns, max_rows, sample_seed, model_names,
+                                      output_names, example_weighted)
 
 
 def _request_gauc_computations(name="request_gauc", prediction_output=None, label_key=None,
@@ -154,22 +162,19 @@ def _xgauc_computations(name="xgauc", prediction_output=None, label_key=None,
                         user_key="user_id", table_columns=None, max_rows=DEFAULT_MAX_ROWS,
                         sample_seed=0, model_names=None, output_names=None,
                         example_weighted=False):
-    return _user_computations(
-        name, [name + s for s in _USER_EXTRAS],
-        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
-        UT.xgauc, user_key, table_columns, max_rows, sample_seed, model_names, output_names,
-        example_weighted)
+    return _per_user_label_prediction(name, UT.xgauc, prediction_output, label_key, user_key,
+                                      table_columns, max_rows, sample_seed, model_names,
+                                      output_names, example_weighted)
 
 
 def _ndcg_computations(name=None, k=10, prediction_output=None, label_key=None,
                        user_key="user_id", table_columns=None, max_rows=DEFAULT_MAX_ROWS,
                        sample_seed=0, model_names=None, output_names=None,
                        example_weighted=False):
-    return _user_computations(
-        name or f"ndcg@{k}", [(name or f"ndcg@{k}") + s for s in _USER_EXTRAS],
-        [("feature", user_key), _label(label_key), ("prediction", prediction_output)],
-        functools.partial(UT.ndcg, k=int(k)), user_key, table_columns, max_rows, sample_seed,
-        model_names, output_names, example_weighted)
+    return _per_user_label_prediction(name or f"ndcg@{k}", functools.partial(UT.ndcg, k=int(k)),
+                                      prediction_output, label_key, user_key, table_columns,
+                                      max_rows, sample_seed, model_names, output_names,
+                                      example_weighted)
 
 
 def _model_ecs_computations(name=None, k=10, discount="log2", prediction_output=None,
