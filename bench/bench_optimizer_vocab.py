@@ -40,7 +40,9 @@ def step_ms(optimizer_name: str, rows: int, steps: int = 300, warmup: int = 20) 
 
     emb = keras.layers.Embedding(rows, DIM)
     emb.build((None,))
-    opt = getattr(keras.optimizers, optimizer_name)(1e-3)
+    from models.heads.lazy_adam import LazyAdam
+
+    opt = LazyAdam(1e-3) if optimizer_name == "LazyAdam" else getattr(keras.optimizers, optimizer_name)(1e-3)
     ids = tf.constant(np.random.default_rng(0).integers(0, rows, (BATCH, LOOKUPS)), tf.int32)
 
     @tf.function
@@ -64,7 +66,7 @@ def main() -> dict:
     result = {"bench": "optimizer_vocab", "machine": machine(), "dim": DIM, "batch": BATCH,
               "lookups_per_row": LOOKUPS, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
               "ms_per_step": {}}
-    for name in ("Adam", "SGD"):
+    for name in ("Adam", "SGD", "LazyAdam"):
         result["ms_per_step"][name] = {str(v): round(step_ms(name, v), 3) for v in ROWS}
         print(name, result["ms_per_step"][name], flush=True)
     result["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]

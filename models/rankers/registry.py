@@ -12,7 +12,7 @@ from models.rankers.xdeepfm import build_xdeepfm
 # model_type -> builder(vocab_sizes, history_length, *, embedding_dim, oov_buckets,
 #                        learning_rate, loss_weights, heads, **ranker_params,
 #                        **compile_options); compile_options (steps_per_execution,
-#                        jit_compile) go to models.heads.compile_ranker
+#                        jit_compile, optimizer) go to models.heads.compile_ranker
 RANKERS = {
     "lr": build_logistic_regression,
     "baseline": build_baseline,
@@ -41,7 +41,8 @@ def build_ranker(config, vocab_sizes: dict, heads=None, ead_thresholds=None) -> 
                   loss_weights=heads_lib.loss_weights_from_config(config), heads=heads)
     kwargs.update(params)  # a ranker may override e.g. its learning rate
     # Keras execution knobs, compiled once in models.heads.compile_ranker
-    kwargs.update(steps_per_execution=int(config.steps_per_execution), jit_compile=bool(config.jit_compile))
+    kwargs.update(steps_per_execution=int(config.steps_per_execution), jit_compile=bool(config.jit_compile),
+                  optimizer=config.optimizer)
     try:
         return RANKERS[config.model_type](vocab_sizes, config.history_length, **kwargs)
     except TypeError as e:

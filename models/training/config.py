@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional
 
 WATCH_HEADS = ("regression", "cread", "cqe", "cread+cqe")
 STRATEGIES = ("mirrored", "multi_worker", "parameter_server")
+OPTIMIZERS = ("adam", "lazy_adam")  # models/heads/lazy_adam.py OPTIMIZERS
 INPUT_EXAMPLES = ("transformed", "raw")
 
 
@@ -31,7 +32,8 @@ class TrainerConfig:
         settings (`models.heads.heads_from_config`); ranking_score: formula name.
     loss_weight_*: weight of each head's loss in the multi-task sum.
     strategy: tf.distribute strategy name (`models.training.strategies`).
-    steps_per_execution, jit_compile: Keras compile knobs (`models.heads.compile_ranker`);
+    steps_per_execution, jit_compile, optimizer: Keras compile knobs (`models.heads.compile_ranker`;
+    optimizer "adam" or "lazy_adam": models/heads/lazy_adam.py);
     input_in_memory: `models.training.input.input_fn(in_memory=True)`;
     input_memory_budget_mb: the largest split (MiB of transformed arrays) read into memory,
     larger ones stream (`input_fn(memory_budget_bytes=...)`; None: no limit). They default
@@ -78,6 +80,9 @@ class TrainerConfig:
     # Platt calibration of the click logit fitted on the validation split after training (#37,
     # models/heads/calibration.py); False: the calibration layer stays the identity
     calibrate_click: bool = False
+    # "adam" (tf-keras) or "lazy_adam": embedding rows absent from a batch keep their
+    # weights and moments, so a step costs O(batch), not O(vocabulary) (#33)
+    optimizer: str = "adam"
 
     def __post_init__(self):
         for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs",
@@ -105,6 +110,8 @@ class TrainerConfig:
                 raise ValueError(f"TrainerConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.input_examples not in INPUT_EXAMPLES:
             raise ValueError(f"TrainerConfig: unknown input_examples {self.input_examples!r}; known: {INPUT_EXAMPLES}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"TrainerConfig: unknown optimizer {self.optimizer!r}; known: {OPTIMIZERS}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"TrainerConfig: unknown strategy {self.strategy!r}; known: {STRATEGIES}")
         for name in ("ranker_params", "cread", "cqe"):

@@ -174,6 +174,11 @@ INPUT_MEMORY_BUDGET_MB = float(os.environ.get("INPUT_MEMORY_BUDGET_MB", 512))
 INPUT_EXAMPLES = "raw"
 STEPS_PER_EXECUTION = 1  # batches per tf.function call (Keras compile)
 JIT_COMPILE = False  # XLA for Keras' train/test/predict functions; never the exported signatures
+# The optimizer (#33, models/heads/lazy_adam.py): "lazy_adam" (default) moves only the
+# embedding rows of the batch (and their moments), so a step costs O(batch) instead of
+# O(vocabulary); "adam" is tf-keras' Adam, which moves every row at every step. The rankers
+# trained with either are level (3 seeds each, bench/results/optimizer_lazy_adam.json).
+OPTIMIZER = os.environ.get("OPTIMIZER", "lazy_adam")
 
 # Reproducible runs (#34; models/training/determinism.py): DETERMINISTIC=1 trains with
 # deterministic ops and one-thread pools, so the same SEED and data give bit-identical
@@ -232,6 +237,7 @@ def trainer_config(model_type: str = None, **changes) -> TrainerConfig:
         steps_per_execution=STEPS_PER_EXECUTION, jit_compile=JIT_COMPILE, input_in_memory=INPUT_IN_MEMORY,
         input_memory_budget_mb=INPUT_MEMORY_BUDGET_MB,
         input_examples=INPUT_EXAMPLES, deterministic=DETERMINISTIC, calibrate_click=CALIBRATE_CLICK,
+        optimizer=OPTIMIZER,
     )
     return config.replace(**changes) if changes else config
 
