@@ -16,7 +16,9 @@ models/layers/feature_layer.py); the freshness work reads the same file.
 
 Adam decays v of every row every step (tf-keras applies dense decay even on sparse
 gradients), so a row's v ≈ 0 only when its gradients were ≈ 0 for long; Adagrad's
-accumulator only grows on touched rows.
+accumulator only grows on touched rows, and LazyAdam's v (models/heads/lazy_adam.py, the
+pipeline's default) changes only when the row is in a batch: it is the row's state when
+last seen, 0 for a row never seen.
 
 Example:
 
@@ -88,7 +90,7 @@ def second_moment_slot(optimizer, variable) -> Optional[tf.Variable]:
 def optimizer_kind(optimizer) -> str:
     """'Adam' / 'Adagrad' / ... and which slot is read."""
     kind = type(optimizer).__name__
-    slot = {"Adam": "v", "Adagrad": "accumulator", "RMSprop": "rms"}.get(kind, "?")
+    slot = {"Adam": "v", "LazyAdam": "v", "Adagrad": "accumulator", "RMSprop": "rms"}.get(kind, "?")
     return f"{kind}:{slot}"
 
 

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from models.heads.lazy_adam import OPTIMIZERS, LazyAdam, make_optimizer
+from models.publishing import row_importance
 from models.training.config import OPTIMIZERS as CONFIG_OPTIMIZERS
 
 LR, B1, B2, EPS = 0.01, 0.9, 0.999, 1e-7
@@ -71,5 +72,7 @@ def test_a_model_trains_and_the_names_match_the_config():
     model.fit(x, y, epochs=20, verbose=0)
     assert model.evaluate(x, y, verbose=0) < first / 2
     assert tuple(sorted(OPTIMIZERS)) == tuple(sorted(CONFIG_OPTIMIZERS))
+    assert row_importance.optimizer_kind(model.optimizer) == "LazyAdam:v"  # the Publisher reads its v
+    assert row_importance.second_moment_slot(model.optimizer, model.layers[1].embeddings) is not None
     with pytest.raises(ValueError, match="unknown optimizer"):
         make_optimizer("sgd", 0.1)
