@@ -234,8 +234,9 @@ def main() -> int:
         splits, _, _ = load_splits(examples, tft.TFTransformOutput(transform), configs.HISTORY_LENGTH)
     finally:
         F.raw_feature_spec = spec
-    designs = {s: design(x)[0] for s, (x, _, _) in splits.items()}
-    _, base_names, is_cat = design(splits["train"][0])
+    full = {s: design(x) for s, (x, _, _) in splits.items()}
+    designs = {s: matrix for s, (matrix, _, _) in full.items()}
+    _, base_names, is_cat = full["train"]
     is_cat = is_cat & (designs["train"].max(axis=0) < 254)  # as gbdt_reference
     family_names = list(SF.feature_names(list(SF.FAMILIES)))
     families = {s: family_matrix(examples, s, family_names, splits[s][2]) for s in splits}
