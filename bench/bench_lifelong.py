@@ -18,7 +18,8 @@ DIN-last-50 plus, except din_last50, one feature read from the whole (last L) hi
   t^T W h_i / sqrt(d) over all L events (item side h_i W^T computable once per user),
   top 50 kept, then the same scaled attention and a DIN activation unit over those 50.
 - ``titans``: + MAG: g ⊙ M*(q_t), g = sigmoid(Dense([t, v_U(t)])), with the Titans memory
-  (models/layers/titans_memory.py, linear, chunk 64) written from the last L events.
+  (models/layers/titans_memory.py, linear, chunk 64, W_Q = W_K, RMS-normalised read:
+  ``TITANS_BENCH``, ``--titans-kwargs``) written from the last L events.
 
 Metrics: eval AUC, AUC on the long-range slice with its standard error (bootstrap over
 eval users, 200 resamples), train examples/s (epochs after the first), and the p99
@@ -49,12 +50,14 @@ from models.layers.titans_memory import TitansMemory  # noqa: E402
 
 RECENT, TOP_K, SERVE_CANDIDATES = 50, 50, 100
 METHODS = ("din_last50", "mean_pool", "twin_lite", "titans")
+# titans' TitansMemory options, chosen on validation simulations (seeds 10, 11; bench/README.md)
+TITANS_BENCH = {"shared_query_key": True, "output_norm": True}
 
 
 class LifelongRanker(keras.Model):
     """Logits [B, N] for histories ``hist`` [B, L] and candidates ``cand`` [B, N] (ids)."""
 
-    def __init__(self, method, video_topic, dim=16, chunk_size=64):
+    def __init__(self, method, video_topic, dim=16, chunk_size=64, titans_kwargs=None):
         super().__init__()
         self.method = method
         self.video_topic = tf.constant(video_topic, tf.int32)
@@ -68,7 +71,8 @@ class LifelongRanker(keras.Model):
             self.gsu.build(tf.TensorShape([None, 2 * dim]))
             self.esu = TargetAttention(hidden_units=(64, 32), activation="prelu", name="din_long")
         if method == "titans":
-            self.memory = TitansMemory(key_dim=2 * dim, value_dim=2 * dim, chunk_size=chunk_size, name="memory")
+            self.memory = TitansMemory(key_dim=2 * dim, value_dim=2 * dim, chunk_size=chunk_size, name="memory",
+                                       **(TITANS_BENCH if titans_kwargs is None else titans_kwargs))
             self.gate = keras.layers.Dense(2 * dim, activation="sigmoid", name="mag_gate")
         self.mlp = [keras.layers.Dense(64, activation="relu"), keras.layers.Dense(32, activation="relu"),
                     keras.layers.Dense(1)]
@@ -168,14 +172,14 @@ def _serve_latency(model, data, users, length, calls=200):
     return out
 
 
-def run_one(data, method, length, seed, epochs, users_per_batch):
+def run_one(data, method, length, seed, epochs, users_per_batch, titans_kwargs=None):
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(data.history.shape[0])
     n_train = int(0.8 * len(perm))
     train, test = perm[:n_train], perm[n_train:]
     hist_len = RECENT if method == "din_last50" else length
-    model = LifelongRanker(method, data.video_topic)
+    model = LifelongRanker(method, data.video_topic, titans_kwargs=titans_kwargs)
     opt = keras.optimizers.Adam(3e-3, clipnorm=5.0)
     hist_all = data.history[:, -hist_len:]
 
@@ -261,7 +265,8 @@ def _write(args, argv, records, data, started):
                     entry[field + "_std_over_seeds"] = round(float(np.std(vals, ddof=1)), 5)
         methods.append(entry)
     out = {"command": "python -m bench.bench_lifelong " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "users": args.users, "epochs": args.epochs, "candidates_per_user": int(data.candidates.shape[1]),
+           "users": args.users, "epochs": args.epochs, "titans_kwargs": args.titans_kwargs,
+           "candidates_per_user": int(data.candidates.shape[1]),
            "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "wall_seconds": round(time.time() - started, 1),
            "load_average_after": [round(x, 2) for x in os.getloadavg()],
            "methods": methods, "runs": records}
@@ -279,6 +284,8 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--candidates", type=int, default=64, help="candidates (labels) per user")
     parser.add_argument("--users-per-batch", type=int, default=16)
+    parser.add_argument("--titans-kwargs", type=json.loads, default=dict(TITANS_BENCH),
+                        help='JSON of TitansMemory arguments for titans, e.g. \'{"shared_query_key": true}\'')
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "lifelong.json"))
     args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -289,7 +296,8 @@ def main(argv=None) -> int:
         for method in args.methods.split(","):
             for length in ([RECENT] if method == "din_last50" else lengths):
                 load = os.getloadavg()
-                rec = run_one(data, method, length, seed, args.epochs, args.users_per_batch)
+                rec = run_one(data, method, length, seed, args.epochs, args.users_per_batch,
+                              args.titans_kwargs if method == "titans" else None)
                 rec["load_average_before"] = [round(x, 2) for x in load]
                 records.append(rec)
                 print(json.dumps(rec), flush=True)

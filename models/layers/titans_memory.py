@@ -20,7 +20,11 @@ For each history event x_t (``[D]``) and its mask m_t ∈ {0, 1}:
     M_t = (1 - \alpha_t) M_{t-1} + S_t \quad\text{(forgetting)}
 
 A padded event (m_t = 0) is the identity step (η = 1, θ = α = 0, M unchanged). The read
-is ``y = M*(q)`` with ``q = l2n(silu(query W_Q))``, without an update. M is ``linear``
+is ``y = M*(q)`` with ``q = l2n(silu(query W_Q))``, without an update; with
+``shared_query_key`` the query uses the keys' projection (W_Q = W_K: a candidate and the
+history's items live in one embedding space, so q·k is an item similarity from the
+start), and ``output_norm`` RMS-normalises the read, ``y / sqrt(mean(y^2) + 1e-6)``
+(titans-pytorch's ``post_rmsnorm``, without a learned scale). M is ``linear``
 (``M(k) = k W``, W ``[d_k, d_v]``) or ``mlp`` (``M(k) = silu(k W_1) W_2``).
 
 **Chunks.** The sequence is cut into chunks of ``chunk_size`` events; every gradient of
@@ -44,6 +48,12 @@ Call: ``layer(history, query, mask=None)`` with history ``[B, L, D]``, query ``[
 or ``[B, N, D_q]``, mask ``[B, L]`` → ``[B, d_v]`` or ``[B, N, d_v]``.
 ``memory_state(history, mask)`` is the writer (the state after all events: memory
 weights and momentum); ``read(state, query)`` is the serving-time read.
+
+**Memory as a gate (MAG)**, ``MemoryAsGate``: a ranker's extra feature
+``g ⊙ M*(t)``, ``g = σ([t, v_U] W_g + b_g)``, with the memory written from the history
+oldest first (``history`` most recent first with its valid items in front, as
+LogExampleGen writes it: reversed within each row's length, so the chunks count from the
+user's oldest event), t the target item and v_U the ranker's attention output.
 
 Example:
 
@@ -85,10 +95,13 @@ class TitansMemory(keras.layers.Layer):
         forget_bias, momentum_bias, lr_bias: initial biases of the α, η, θ gates
             (σ(-6) ≈ 0.0025 forgetting per event keeps ~0.6 of a memory after 200 events).
         expansion: hidden width multiplier of the MLP memory.
+        shared_query_key: W_Q = W_K (the query must have the history's width).
+        output_norm: RMS-normalise the read.
     """
 
     def __init__(self, key_dim=16, value_dim=None, memory="linear", chunk_size=32, max_lr=0.01,
-                 forget_bias=-6.0, momentum_bias=0.0, lr_bias=0.0, expansion=2, **kwargs):
+                 forget_bias=-6.0, momentum_bias=0.0, lr_bias=0.0, expansion=2,
+                 shared_query_key=False, output_norm=False, **kwargs):
         super().__init__(**kwargs)
         if memory not in _MEMORIES:
             raise ValueError(f"TitansMemory: memory must be one of {_MEMORIES}, got {memory!r}.")
@@ -101,9 +114,11 @@ class TitansMemory(keras.layers.Layer):
         self.memory, self.max_lr = memory, float(max_lr)
         self.forget_bias, self.momentum_bias, self.lr_bias = (
             float(forget_bias), float(momentum_bias), float(lr_bias))
+        self.shared_query_key, self.output_norm = bool(shared_query_key), bool(output_norm)
         self.key_proj = keras.layers.Dense(self.key_dim, use_bias=False, name="w_k")
         self.value_proj = keras.layers.Dense(self.value_dim, use_bias=False, name="w_v")
-        self.query_proj = keras.layers.Dense(self.key_dim, use_bias=False, name="w_q")
+        self.query_proj = (self.key_proj if self.shared_query_key
+                           else keras.layers.Dense(self.key_dim, use_bias=False, name="w_q"))
         self.gates = keras.layers.Dense(
             3, kernel_initializer=keras.initializers.RandomNormal(stddev=0.01),
             bias_initializer=keras.initializers.Constant([lr_bias, momentum_bias, forget_bias]),
@@ -225,12 +240,13 @@ class TitansMemory(keras.layers.Layer):
 
     def read(self, state, query):
         """``M*(q)``: ``query`` ``[B, D_q]`` or ``[B, N, D_q]`` against the state's memory."""
-        params = state[0]
         query = tf.convert_to_tensor(query)
-        q = _l2n(tf.nn.silu(self.query_proj(query)))
         if query.shape.rank == 2:
-            return self.apply_memory(params, q[:, None, :])[:, 0, :]
-        return self.apply_memory(params, q)
+            return self.read(state, query[:, None, :])[:, 0, :]
+        y = self.apply_memory(state[0], _l2n(tf.nn.silu(self.query_proj(query))))
+        if self.output_norm:
+            y = y * tf.math.rsqrt(tf.reduce_mean(tf.square(y), axis=-1, keepdims=True) + 1e-6)
+        return y
 
     def call(self, history, query, mask=None):
         return self.read(self.memory_state(history, mask), query)
@@ -241,5 +257,43 @@ class TitansMemory(keras.layers.Layer):
             "key_dim": self.key_dim, "value_dim": self.value_dim, "memory": self.memory,
             "chunk_size": self.chunk_size, "max_lr": self.max_lr, "forget_bias": self.forget_bias,
             "momentum_bias": self.momentum_bias, "lr_bias": self.lr_bias, "expansion": self.expansion,
+            "shared_query_key": self.shared_query_key, "output_norm": self.output_norm,
         })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
+class MemoryAsGate(keras.layers.Layer):
+    """Titans used as a gate (MAG): ``g ⊙ M*(t)`` with ``g = σ([t, v_U] W_g + b_g)`` and the
+    memory written from the history, oldest event first (module docstring).
+
+    Call: ``layer(target, interest, history, mask)`` with target ``[N, D]``, interest
+    ``[N, D_v]``, history ``[B, L, D]`` most recent first (valid items in front) and its
+    mask ``[B, L]``; B = N, or B = 1 against N candidates (one user's request: the memory is
+    written once and read by every candidate). Returns ``[N, d_v]``. ``memory_kwargs``
+    go to ``TitansMemory`` (key_dim and value_dim default to D).
+    """
+
+    def __init__(self, memory_kwargs=None, **kwargs):
+        super().__init__(**kwargs)
+        self.memory_kwargs = dict(memory_kwargs or {})
+        self.memory = None
+
+    def build(self, input_shape):
+        dim = int(input_shape[-1])  # the target's width (the first argument)
+        kwargs = dict({"key_dim": dim, "value_dim": dim}, **self.memory_kwargs)
+        self.memory = TitansMemory(name="memory", **kwargs)
+        self.gate = keras.layers.Dense(self.memory.value_dim, activation="sigmoid", name="gate")
+        super().build(input_shape)
+
+    def call(self, target, interest, history, mask):
+        mask = tf.cast(mask, history.dtype)
+        lengths = tf.cast(tf.reduce_sum(mask, axis=1), tf.int64)
+        oldest_first = tf.reverse_sequence(history, lengths, seq_axis=1, batch_axis=0)
+        read = self.memory.read(self.memory.memory_state(oldest_first, mask), target)
+        return self.gate(tf.concat([target, interest], axis=-1)) * read
+
+    def get_config(self):
+        config = super().get_config()
+        config["memory_kwargs"] = dict(self.memory_kwargs)
         return config

@@ -32,7 +32,18 @@ clicks rather than *which video* a user prefers, so two options act on them only
     user_embedding_l2 = λ:   loss += λ · mean_b ||E_user[u_b]||²  (the DIN paper's
                              mini-batch aware L2: only the rows the batch gathers)
 
-It needs the scene (tab) of every history item as the extra input
+long_memory="titans" (#38, off by default) adds a Titans neural memory used as a gate
+(models/layers/titans_memory.py, MemoryAsGate) next to v_U, written from the history
+oldest first and read by the target item:
+
+    m     = σ([t, v_U] W_g + b_g) ⊙ M*(t)
+    z     = MLP_Dice([e_1..e_F, numerics, v_U, m, pool])
+
+`long_memory_params` go to TitansMemory (default: shared query/key projection, RMS-normalised
+read, chunks of 16 events). In serving_rank the memory is written once from the request's
+one-row history and read by the N candidates.
+
+Dual attention needs the scene (tab) of every history item as the extra input
 `HISTORY_SCENE_INPUT` ([L] int64, the transformed `tab` index, 0 at padding).
 LogExampleGen always writes `hist_tab`; Transform maps it to `hist_tab_xf` (tab's
 vocabulary) and the serving signatures take it only when LOG_SIGNALS includes hist_tab
@@ -50,10 +61,14 @@ from models.layers.feature_layer import CATEGORICAL, FeatureLayer, mlp, model_in
 from models.heads import compile_ranker
 from models.layers.row_broadcast import RowConcatenate
 from models.layers.target_attention import TargetAttention
+from models.layers.titans_memory import MemoryAsGate
 
 HISTORY_SCENE_INPUT = "hist_tab_xf"
 PROFILE_FIELDS = ("user_id", "tab", "hour")  # stage-1 query of the dual attention: U and C
 # the user's identity and profile (not the request context tab / hour)
+LONG_MEMORIES = ("none", "titans")
+# TitansMemory's arguments for long_memory="titans" (bench/README.md, lifelong section)
+TITANS_DEFAULTS = {"chunk_size": 16, "shared_query_key": True, "output_norm": True}
 USER_FIELDS = tuple(["user_id", "user_active_degree"] + [f"onehot_feat{i}" for i in range(18)])
 
 
@@ -70,13 +85,16 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
               mlp_hidden_units=(200, 80), mlp_activation: str = "dice", dice_momentum: float = 0.99,
               dual_attention: bool = False, dual_attention_hidden_units=(32,),
               embedding_init_std: float = 0.01, user_field_dropout: float = 0.0,
-              user_embedding_l2: float = 0.0, **compile_options) -> keras.Model:
+              user_embedding_l2: float = 0.0, long_memory: str = "none", long_memory_params=None,
+              **compile_options) -> keras.Model:
     if mlp_activation not in ("dice", "prelu", "relu"):
         raise ValueError(f"DIN: mlp_activation must be dice, prelu or relu, got {mlp_activation!r}")
     if not 0.0 <= float(user_field_dropout) < 1.0:
         raise ValueError(f"DIN: user_field_dropout must be in [0, 1), got {user_field_dropout!r}")
     if float(user_embedding_l2) < 0.0:
         raise ValueError(f"DIN: user_embedding_l2 must be >= 0, got {user_embedding_l2!r}")
+    if long_memory not in LONG_MEMORIES:
+        raise ValueError(f"DIN: long_memory must be one of {LONG_MEMORIES}, got {long_memory!r}")
     inputs = model_inputs(history_length)
     layer = FeatureLayer(vocab_sizes, embedding_dim=embedding_dim, oov_buckets=oov_buckets,
                          embedding_init_std=embedding_init_std, name="features")
@@ -98,6 +116,9 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
         fields = keras.layers.Concatenate(name="fields_user_side")(  # same layout as fields_flat
             [user_field(k) if k in USER_FIELDS else field_embedding(feats, layer, k) for k in CATEGORICAL])
     parts = [fields, feats["numerics"], interest]
+    if long_memory == "titans":
+        parts.append(MemoryAsGate(dict(TITANS_DEFAULTS, **(long_memory_params or {})), name="titans_mag")(
+            feats["target_item"], interest, feats["history"], feats["history_mask"]))
     if dual_attention:
         inputs[HISTORY_SCENE_INPUT] = keras.Input(shape=(history_length,), name=HISTORY_SCENE_INPUT,
                                                   dtype=tf.int64)

@@ -158,6 +158,14 @@ if DIN_DUAL_ATTENTION == "1" and not _features.HISTORY_TAB_ENABLED:
                      f"to LOG_SIGNALS (now {os.environ.get(_features.SIGNALS_ENV, _features.STANDARD_TOKEN)!r}), "
                      "e.g. LOG_SIGNALS=standard,hist_tab (the default signals and the scenes)")
 RANKER_PARAMS["din"]["dual_attention"] = DIN_DUAL_ATTENTION == "1"
+# DIN_LONG_MEMORY=titans (#38): a Titans neural memory written from the history, read by
+# the target item, as a gate (models/layers/titans_memory.py MemoryAsGate). Off by default:
+# on KuaiRand-Pure's <= 50-event histories it is a no-regression check, not a gain
+# (bench/README.md, lifelong section).
+DIN_LONG_MEMORY = os.environ.get("DIN_LONG_MEMORY", "none")
+if DIN_LONG_MEMORY not in ("none", "titans"):
+    raise ValueError(f"DIN_LONG_MEMORY must be none or titans, got {DIN_LONG_MEMORY!r}")
+RANKER_PARAMS["din"]["long_memory"] = DIN_LONG_MEMORY
 
 # --- Training speed (#15; bench/README.md, rankers section) ---
 # Read the split once (parse + transform), keep it in memory and gather each batch by

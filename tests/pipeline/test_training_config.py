@@ -8,9 +8,9 @@ import pytest
 CODE = "from pipeline import configs; print(configs.RANKER_PARAMS['din']['dual_attention'])"
 
 
-def _configs(**env):
-    base = {k: v for k, v in os.environ.items() if k not in ("DIN_DUAL_ATTENTION", "LOG_SIGNALS")}
-    return subprocess.run([sys.executable, "-c", CODE], env=dict(base, **env), capture_output=True, text=True)
+def _configs(code=CODE, **env):
+    base = {k: v for k, v in os.environ.items() if k not in ("DIN_DUAL_ATTENTION", "DIN_LONG_MEMORY", "LOG_SIGNALS")}
+    return subprocess.run([sys.executable, "-c", code], env=dict(base, **env), capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("env,expected", [({}, "False"),
@@ -30,3 +30,15 @@ def test_dual_attention_follows_din_dual_attention(env, expected):
 def test_dual_attention_without_the_history_scenes_is_a_clear_error(env, message):
     out = _configs(**env)
     assert out.returncode != 0 and message in out.stderr
+
+
+@pytest.mark.parametrize("env,expected", [({}, "none"), ({"DIN_LONG_MEMORY": "titans"}, "titans")])
+def test_long_memory_follows_din_long_memory(env, expected):
+    out = _configs("from pipeline import configs; print(configs.RANKER_PARAMS['din']['long_memory'])", **env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == expected
+
+
+def test_unknown_long_memory_is_a_clear_error():
+    out = _configs(DIN_LONG_MEMORY="twin")
+    assert out.returncode != 0 and "DIN_LONG_MEMORY must be none or titans" in out.stderr

@@ -28,9 +28,11 @@ VARIANTS = [("lr", {}), ("baseline", {}), ("xdeepfm", {"cin_layer_sizes": [8, 6]
             ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "attention_scoring": "scaled_dot"}),
             ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "dual_attention": True,
                      "dual_attention_hidden_units": [4]}),
-            ("xdeepfm", {"cin_layer_sizes": [8, 6], "cin_rank": 1})]
+            ("xdeepfm", {"cin_layer_sizes": [8, 6], "cin_rank": 1}),
+            ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "long_memory": "titans",
+                     "long_memory_params": {"chunk_size": 2}})]
 IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative", "dcn", "din_scaled", "din_dual",
-       "xdeepfm_rank1"]
+       "xdeepfm_rank1", "din_titans"]
 # Exported with the default heads; DIN and BST are exported with CREAD + CQE below (the
 # same export and serving_rank checks, one export each); relative BST, DIN options,
 # xDeepFM's rank-1 CIN (the pipeline's default, pipeline/configs/training.py): padding test only.
@@ -111,7 +113,7 @@ def _check_serving_rank(loaded, history_length):
 NUM_Q = 9
 # CREAD and CQE together on the two sequence rankers, each alone on the baseline (the
 # heads sit on the ranker's last hidden layer, the same code path for every ranker).
-_WITH_HEADS = [i for i, name in enumerate(IDS[:5]) if name in ("din", "bst")]
+_WITH_HEADS = [i for i, name in enumerate(IDS) if name in ("din", "bst", "din_titans")]
 WATCH_VARIANTS = ([(VARIANTS[i][0], VARIANTS[i][1], "cread+cqe") for i in _WITH_HEADS]
                   + [("baseline", {}, "cread"), ("baseline", {}, "cqe")])
 WATCH_IDS = [f"{IDS[i]}-cread+cqe" for i in _WITH_HEADS] + ["baseline-cread", "baseline-cqe"]

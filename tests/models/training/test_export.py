@@ -50,16 +50,20 @@ def _attention_ops(loaded, signature):
     return out
 
 
-@pytest.mark.parametrize("dual_attention", [False, True])
-def test_one_row_history_flag_survives_load_model(dual_attention, small_transform_output, tmp_path):
+@pytest.mark.parametrize("variant", ["plain", "dual_attention", "titans"])
+def test_one_row_history_flag_survives_load_model(variant, small_transform_output, tmp_path):
     """DIN's builder flag (history with 1 row in serving_rank) is in its RowConcatenate's
     config, so keras.models.load_model (the publisher's reload) keeps it; the
     reloaded model re-exported still serves serving_rank equal to serving_default. DIN with
-    dual attention does not broadcast rows everywhere: flag False, history broadcast."""
+    dual attention does not broadcast rows everywhere: flag False, history broadcast.
+    With the Titans memory (MemoryAsGate) the reload keeps its weights and config too."""
     tft_output, _ = small_transform_output
     params = {"attention_hidden_units": [8], "mlp_hidden_units": [8]}
+    dual_attention = variant == "dual_attention"
     if dual_attention:
         params.update(dual_attention=True, dual_attention_hidden_units=[4])
+    if variant == "titans":
+        params.update(long_memory="titans", long_memory_params={"chunk_size": 2})
     tf.random.set_seed(0)
     model = build_ranker(trainer_config("din", SMALL_L, ranker_params=params), vocab_sizes(tft_output),
                          ead_thresholds=ead_thresholds_from_transform_output(tft_output))
@@ -77,9 +81,13 @@ def test_one_row_history_flag_survives_load_model(dual_attention, small_transfor
     for r in rows:  # one user against 6 candidates: what serving_rank broadcasts
         r.update({k: rows[0][k] for k in F.USER_CONTEXT_FEATURES})
     raw = raw_batch(rows, SMALL_L)
+    served = []
     for export_dir in (trained_dir, again_dir):
         loaded = tf.saved_model.load(export_dir)
         _rank_equals_default(loaded, raw)
+        served.append(loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in raw.items()}))
+    for name in served[0]:  # the reload kept every weight (the memory's too)
+        np.testing.assert_allclose(served[1][name].numpy(), served[0][name].numpy(), rtol=1e-6, atol=1e-6)
         # one user's history: the attention's folded form (the keys transposed once);
         # N rows: the concatenated form; chosen when tracing (no branch)
         rank_ops = _attention_ops(loaded, "serving_rank")
