@@ -15,8 +15,9 @@ DIN-last-50 plus, except din_last50, one feature read from the whole (last L) hi
   (models/layers/target_attention.py, PReLU) over the last 50 events; MLP on [t, v_U(t)].
 - ``mean_pool``: + the masked mean of e over the last L events (and its product with t).
 - ``twin_lite``: + TWIN's two stages with one attention: scaled target-attention logits
-  t^T W h_i / sqrt(d) over all L events (item side h_i W^T computable once per user),
-  top 50 kept, then the same scaled attention and a DIN activation unit over those 50.
+  t^T W h_i / sqrt(d) over all L events (item side h_i W^T computable once per user;
+  W initialised to the identity: ``TWIN_BENCH``, ``--twin-kwargs``), top 50 kept, then the
+  same scaled attention and a DIN activation unit over those 50.
 - ``titans``: + MAG: g ⊙ M*(q_t), g = sigmoid(Dense([t, v_U(t)])), with the Titans memory
   (models/layers/titans_memory.py, linear, chunk 64, W_Q = W_K, RMS-normalised read:
   ``TITANS_BENCH``, ``--titans-kwargs``) written from the last L events.
@@ -50,14 +51,17 @@ from models.layers.titans_memory import TitansMemory  # noqa: E402
 
 RECENT, TOP_K, SERVE_CANDIDATES = 50, 50, 100
 METHODS = ("din_last50", "mean_pool", "twin_lite", "titans")
-# titans' TitansMemory options, chosen on validation simulations (seeds 10, 11; bench/README.md)
+# Options chosen on validation simulations (seeds 10, 11; bench/README.md, lifelong): titans'
+# TitansMemory (--titans-kwargs) and twin_lite's retrieval attention (--twin-kwargs; W = I
+# at the start: retrieval by embedding similarity, as titans' W_Q = W_K)
 TITANS_BENCH = {"shared_query_key": True, "output_norm": True}
+TWIN_BENCH = {"kernel_initializer": "identity"}
 
 
 class LifelongRanker(keras.Model):
     """Logits [B, N] for histories ``hist`` [B, L] and candidates ``cand`` [B, N] (ids)."""
 
-    def __init__(self, method, video_topic, dim=16, chunk_size=64, titans_kwargs=None):
+    def __init__(self, method, video_topic, dim=16, chunk_size=64, titans_kwargs=None, twin_kwargs=None):
         super().__init__()
         self.method = method
         self.video_topic = tf.constant(video_topic, tf.int32)
@@ -67,7 +71,8 @@ class LifelongRanker(keras.Model):
                                                 embeddings_initializer=keras.initializers.RandomNormal(stddev=0.05))
         self.din = TargetAttention(hidden_units=(64, 32), activation="prelu", name="din_recent")
         if method == "twin_lite":
-            self.gsu = TargetAttention(scoring="scaled_dot", name="twin_attention")
+            self.gsu = TargetAttention(scoring="scaled_dot", name="twin_attention",
+                                       **(TWIN_BENCH if twin_kwargs is None else twin_kwargs))
             self.gsu.build(tf.TensorShape([None, 2 * dim]))
             self.esu = TargetAttention(hidden_units=(64, 32), activation="prelu", name="din_long")
         if method == "titans":
@@ -172,14 +177,14 @@ def _serve_latency(model, data, users, length, calls=200):
     return out
 
 
-def run_one(data, method, length, seed, epochs, users_per_batch, titans_kwargs=None):
+def run_one(data, method, length, seed, epochs, users_per_batch, titans_kwargs=None, twin_kwargs=None):
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
     perm = rng.permutation(data.history.shape[0])
     n_train = int(0.8 * len(perm))
     train, test = perm[:n_train], perm[n_train:]
     hist_len = RECENT if method == "din_last50" else length
-    model = LifelongRanker(method, data.video_topic, titans_kwargs=titans_kwargs)
+    model = LifelongRanker(method, data.video_topic, titans_kwargs=titans_kwargs, twin_kwargs=twin_kwargs)
     opt = keras.optimizers.Adam(3e-3, clipnorm=5.0)
     hist_all = data.history[:, -hist_len:]
 
@@ -266,7 +271,7 @@ def _write(args, argv, records, data, started):
         methods.append(entry)
     out = {"command": "python -m bench.bench_lifelong " + " ".join(argv if argv is not None else sys.argv[1:]),
            "users": args.users, "epochs": args.epochs, "titans_kwargs": args.titans_kwargs,
-           "candidates_per_user": int(data.candidates.shape[1]),
+           "twin_kwargs": args.twin_kwargs, "candidates_per_user": int(data.candidates.shape[1]),
            "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "wall_seconds": round(time.time() - started, 1),
            "load_average_after": [round(x, 2) for x in os.getloadavg()],
            "methods": methods, "runs": records}
@@ -286,6 +291,8 @@ def main(argv=None) -> int:
     parser.add_argument("--users-per-batch", type=int, default=16)
     parser.add_argument("--titans-kwargs", type=json.loads, default=dict(TITANS_BENCH),
                         help='JSON of TitansMemory arguments for titans, e.g. \'{"shared_query_key": true}\'')
+    parser.add_argument("--twin-kwargs", type=json.loads, default=dict(TWIN_BENCH),
+                        help='JSON of twin_lite\'s retrieval TargetAttention arguments, e.g. \'{"kernel_initializer": "identity"}\'')
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "lifelong.json"))
     args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -297,7 +304,8 @@ def main(argv=None) -> int:
             for length in ([RECENT] if method == "din_last50" else lengths):
                 load = os.getloadavg()
                 rec = run_one(data, method, length, seed, args.epochs, args.users_per_batch,
-                              args.titans_kwargs if method == "titans" else None)
+                              args.titans_kwargs if method == "titans" else None,
+                              args.twin_kwargs if method == "twin_lite" else None)
                 rec["load_average_before"] = [round(x, 2) for x in load]
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
