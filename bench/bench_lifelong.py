@@ -76,8 +76,9 @@ class LifelongRanker(keras.Model):
             self.gsu.build(tf.TensorShape([None, 2 * dim]))
             self.esu = TargetAttention(hidden_units=(64, 32), activation="prelu", name="din_long")
         if method == "titans":
-            self.memory = TitansMemory(key_dim=2 * dim, value_dim=2 * dim, chunk_size=chunk_size, name="memory",
-                                       **(TITANS_BENCH if titans_kwargs is None else titans_kwargs))
+            kwargs = dict(key_dim=2 * dim, value_dim=2 * dim, chunk_size=chunk_size)
+            kwargs.update(TITANS_BENCH if titans_kwargs is None else titans_kwargs)
+            self.memory = TitansMemory(name="memory", **kwargs)
             self.gate = keras.layers.Dense(2 * dim, activation="sigmoid", name="mag_gate")
         self.mlp = [keras.layers.Dense(64, activation="relu"), keras.layers.Dense(32, activation="relu"),
                     keras.layers.Dense(1)]

@@ -62,11 +62,13 @@ def test_one_row_history_flag_survives_load_model(variant, small_transform_outpu
     dual_attention = variant == "dual_attention"
     if dual_attention:
         params.update(dual_attention=True, dual_attention_hidden_units=[4])
-    if variant == "titans":
-        params.update(long_memory="titans", long_memory_params={"chunk_size": 2})
+    if variant == "titans":  # the default memory: one chunk of the whole history
+        params.update(long_memory="titans")
     tf.random.set_seed(0)
     model = build_ranker(trainer_config("din", SMALL_L, ranker_params=params), vocab_sizes(tft_output),
                          ead_thresholds=ead_thresholds_from_transform_output(tft_output))
+    if variant == "titans":
+        assert model.get_layer("titans_mag").memory.chunk_size == SMALL_L
     if dual_attention:  # the serving export has no hist_tab input: check the flag only
         assert not takes_one_row_history(model)
         model.save(str(tmp_path / "dual"), save_format="tf")
