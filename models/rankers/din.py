@@ -67,11 +67,11 @@ from models.layers.titans_memory import MemoryAsGate
 
 HISTORY_SCENE_INPUT = "hist_tab_xf"
 PROFILE_FIELDS = ("user_id", "tab", "hour")  # stage-1 query of the dual attention: U and C
-# the user's identity and profile (not the request context tab / hour)
 LONG_MEMORIES = ("none", "titans")
 # TitansMemory's arguments for long_memory="titans" (bench/README.md, lifelong section);
 # chunk_size defaults to the history length (one chunk)
 TITANS_DEFAULTS = {"shared_query_key": True, "output_norm": False}
+# the user's identity and profile (not the request context tab / hour)
 USER_FIELDS = tuple(["user_id", "user_active_degree"] + [f"onehot_feat{i}" for i in range(18)])
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from models.layers.titans_memory import TitansMemory
+from models.layers.titans_memory import MemoryAsGate, TitansMemory
 from tests.models.layers.round_trip import assert_config_round_trip
 
 B, L, D, DQ = 2, 7, 5, 3
@@ -171,6 +171,36 @@ def test_shared_query_key_and_output_norm_match_the_reference(memory):
     want = raw / np.sqrt(np.mean(raw ** 2, axis=-1, keepdims=True) + 1e-6)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert_config_round_trip(layer, lambda lay: lay(x, q, mask=mask))
+
+
+def test_memory_as_gate_writes_the_history_oldest_first():
+    """MAG = σ([t, v] W_g + b_g) ⊙ M*(t), the memory written from each row's valid items in
+    reverse (most recent first in, oldest first to the memory); padding never matters; a
+    one-row history against N targets equals that row repeated."""
+    rng = np.random.default_rng(7)
+    n, length, dim = 3, 6, 4
+    history = rng.normal(size=(n, length, dim)).astype(np.float32)
+    lengths = np.array([6, 3, 0])
+    mask = (np.arange(length)[None] < lengths[:, None]).astype(np.float32)
+    history[mask == 0] = 9.0  # padding values must not matter
+    target = rng.normal(size=(n, dim)).astype(np.float32)
+    interest = rng.normal(size=(n, 2)).astype(np.float32)
+    tf.random.set_seed(0)
+    layer = MemoryAsGate({"chunk_size": 2, "max_lr": 0.5, "shared_query_key": True})
+    got = layer(target, interest, history, mask).numpy()
+    oldest_first = history.copy()
+    for r, k in enumerate(lengths):
+        oldest_first[r, :k] = history[r, :k][::-1]
+    mem = layer.memory
+    read = mem.read(mem.memory_state(oldest_first, mask), target).numpy()
+    gate = layer.gate(np.concatenate([target, interest], -1)).numpy()
+    np.testing.assert_allclose(got, gate * read, rtol=1e-5, atol=1e-6)
+    in_order = mem.read(mem.memory_state(history, mask), target).numpy()
+    assert np.abs(in_order[0] - read[0]).max() > 1e-4  # the order is really reversed
+    one_row = layer(target, interest, history[:1], mask[:1]).numpy()
+    repeated = layer(target, interest, np.repeat(history[:1], n, 0), np.repeat(mask[:1], n, 0)).numpy()
+    np.testing.assert_allclose(one_row, repeated, rtol=1e-5, atol=1e-6)
+    assert_config_round_trip(layer, lambda lay: lay(target, interest, history, mask))
 
 
 @pytest.mark.parametrize("kwargs", [{"memory": "deep"}, {"key_dim": 0}, {"chunk_size": 0}, {"max_lr": 0.0}])
