@@ -286,7 +286,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--lengths", default="2000")
+    parser.add_argument("--lengths", default="500,2000")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--candidates", type=int, default=64, help="candidates (labels) per user")
