@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from models.rankers.din import LONG_MEMORIES
+
 CODE = "from pipeline import configs; print(configs.RANKER_PARAMS['din']['dual_attention'])"
 
 
@@ -32,8 +34,10 @@ def test_dual_attention_without_the_history_scenes_is_a_clear_error(env, message
     assert out.returncode != 0 and message in out.stderr
 
 
-@pytest.mark.parametrize("env,expected", [({}, "none"), ({"DIN_LONG_MEMORY": "titans"}, "titans")])
+@pytest.mark.parametrize("env,expected", [({}, "none")] + [({"DIN_LONG_MEMORY": m}, m) for m in LONG_MEMORIES])
 def test_long_memory_follows_din_long_memory(env, expected):
+    """Every memory DIN builds is accepted by the knob (the config spells them out so it
+    need not import TensorFlow)."""
     out = _configs("from pipeline import configs; print(configs.RANKER_PARAMS['din']['long_memory'])", **env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == expected

@@ -111,8 +111,9 @@ def _check_serving_rank(loaded, history_length):
 
 
 NUM_Q = 9
-# CREAD and CQE together on the two sequence rankers, each alone on the baseline (the
-# heads sit on the ranker's last hidden layer, the same code path for every ranker).
+# CREAD and CQE together on the two sequence rankers (and DIN with the Titans memory), each
+# alone on the baseline (the heads sit on the ranker's last hidden layer, the same code path
+# for every ranker).
 _WITH_HEADS = [i for i, name in enumerate(IDS) if name in ("din", "bst", "din_titans")]
 WATCH_VARIANTS = ([(VARIANTS[i][0], VARIANTS[i][1], "cread+cqe") for i in _WITH_HEADS]
                   + [("baseline", {}, "cread"), ("baseline", {}, "cqe")])
