@@ -12,7 +12,7 @@ reads, parsing, joins, GroupByKey histories, tf.Example writes). Reported per ru
 wall seconds, log rows/s (rows read / wall), CPU seconds of the run (driver + finished
 worker processes) and CPU µs per row (the cost when the machine is shared), the counts.json totals (identical across
 worker counts, or the bench fails), and peak resident memory: of the driver process
-(its VmHWM, bench/process_memory.py) and of the largest worker process (ru_maxrss of
+(its VmHWM, pipeline/process_memory.py) and of the largest worker process (ru_maxrss of
 RUSAGE_CHILDREN: an upper bound, it includes the driver's RSS when the worker was forked;
 for in_memory the driver is the worker). The machine's load average is recorded: on a
 shared machine the figures are upper bounds of the cost, not of the speed-up.
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from bench.process_memory import children_peak_rss_mb, peak_rss_mb
+from pipeline.process_memory import children_peak_rss_mb, peak_rss_mb
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 

@@ -14,7 +14,7 @@ issue #33; cached under ``BENCH_WORK``). The configured pipeline (pipeline/confi
 same one `make run` builds) then runs **one component per process**: a TFX partial run
 (``RunOptions(from_nodes=[node], to_nodes=[node])``) of each node in topological order, the
 later ones reading the earlier ones' artifacts through MLMD, so each process's peak RSS
-is that component's (its VmHWM, bench/process_memory.py; Beam worker processes, when the
+is that component's (its VmHWM, pipeline/process_memory.py; Beam worker processes, when the
 Beam flags start any, under ``RUSAGE_CHILDREN``: an upper bound, it includes the
 component process's RSS at the fork). Per component and size: wall seconds
 (including the process's ~10-20 s of imports, which is why tiny sizes look flat), peak
@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from bench.process_memory import children_peak_rss_mb, peak_rss_mb
+from pipeline.process_memory import children_peak_rss_mb, peak_rss_mb
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROWS = (250_000, 1_000_000, 4_000_000)
@@ -113,7 +113,7 @@ def run_size(rows: int, work: str) -> dict:
     sim = simulator_args(rows)
     if not os.path.exists(os.path.join(logs, "DONE")):
         start = time.time()
-        _child("--simulate", str(rows), logs)  # in a child: this process stays small (bench/process_memory.py)
+        _child("--simulate", str(rows), logs)  # in a child: this process stays small (pipeline/process_memory.py)
         open(os.path.join(logs, "DONE"), "w").write(f"{time.time() - start:.1f}\n")
     subprocess.run(["rm", "-rf", out], check=True)
     nodes = _child("--node-ids", logs, out)

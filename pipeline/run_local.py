@@ -4,7 +4,9 @@
 
 1. With no --logs, writes simulated KuaiRand-Pure-format logs (data/simulator/).
 2. Runs the whole TFX pipeline with LocalDagRunner (pipeline/runners.py), printing
-   one line per component with its elapsed time; everything TF, Beam and TFX log
+   one line per component with its elapsed time and the process's peak RSS so far (all
+   components run in this one process, so the line where it grows names the component that
+   raised it); everything TF, Beam and TFX log
    goes to `<out>/make_run.log` (its path is printed first).
    Caching is on (TFX's MLMD cache): a rerun on unchanged logs and knobs reuses
    every component whose inputs and parameters are unchanged, and its line says
@@ -30,6 +32,8 @@ import os
 import re
 import sys
 import time
+
+from pipeline.process_memory import peak_rss_mb, release_free_memory, rss_mb
 
 
 def _parse_args(argv):
@@ -97,7 +101,11 @@ class _ComponentProgress(logging.Handler):
         else:
             seconds = time.time() - self.started.pop(node, time.time())
             self.current = None
-            self.console.say(f"  {node:<32} {seconds:7.1f} s{'  (cached)' if self.cached else ''}")
+            peak, before = peak_rss_mb(), rss_mb()
+            release_free_memory()
+            self.console.say(f"  {node:<32} {seconds:7.1f} s   process peak RSS {peak / 1024:5.2f} GB"
+                             f" (after: {before / 1024:.2f} -> {rss_mb() / 1024:.2f} GB)"
+                             f"{'  (cached)' if self.cached else ''}")
 
 
 def _print_predictions(console, store, serving_dir, model_name, n) -> None:

@@ -71,10 +71,11 @@ def eval_check(model, importance, config: PublishConfig, tf_transform_output, se
     """The candidates' in-memory rewrites scored on the eval split (the verification rows),
     in order, up to the first that passes the gates: sweep rows for config.criterion. A
     candidate refused here would be refused as a SavedModel too (same rewrite, same rows),
-    so the Publisher builds no SavedModel for it (each build + load + verify costs ~45 s)."""
+    so the Publisher builds no SavedModel for it (each build + load + verify costs ~45 s).
+    The rows are transformed batch by batch at each pass (sweep.TransformedRows), not held."""
     from models.publishing import sweep
 
-    x = sweep.transformed_eval(tf_transform_output, serialized, rewrite.history_length(model), model.input_names)
+    x = sweep.TransformedRows(tf_transform_output, serialized, rewrite.history_length(model), model.input_names)
     y = verification.labels(serialized)
     return sweep.prune_sweep(
         model, importance, config, x, y[F.LABEL_CLICK], y[F.LABEL_WATCH], fractions, [config.criterion],

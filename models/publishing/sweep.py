@@ -10,7 +10,7 @@ Keras ranker (then restored), and both score the same transformed rows:
 In memory (no SavedModel round trip), so the Publisher's report and the benchmark can
 draw the curve cheaply; the published version itself is verified from its SavedModel.
 """
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -23,10 +23,9 @@ from models.publishing.config import PublishConfig
 BATCH = 2048
 
 
-def transformed_eval(tf_transform_output, serialized: List[bytes], history_length: int, input_names) -> dict:
-    """Raw serialized tf.Examples -> the model's transformed inputs (numpy), in batches of
-    BATCH through one traced parse + transform function (the same ops, eagerly, cost ~4x:
-    7.4 vs 1.9 s for 40k rows at 0.25M simulated rows)."""
+def _transform_fn(tf_transform_output, history_length: int):
+    """One traced parse + transform function of a batch of serialized raw tf.Examples (the
+    same ops, eagerly, cost ~4x: 7.4 vs 1.9 s for 40k rows at 0.25M simulated rows)."""
     spec = F.raw_feature_spec(history_length)
     layer = tf_transform_output.transform_features_layer()
 
@@ -34,6 +33,13 @@ def transformed_eval(tf_transform_output, serialized: List[bytes], history_lengt
     def transform(batch):
         return layer(tf.io.parse_example(batch, {k: spec[k] for k in F.SERVING_RAW_FEATURES}))
 
+    return transform
+
+
+def transformed_eval(tf_transform_output, serialized: Sequence[bytes], history_length: int, input_names) -> dict:
+    """Raw serialized tf.Examples -> the model's transformed inputs (numpy), in batches of
+    BATCH: for rows scored many times (the sweep's grid)."""
+    transform = _transform_fn(tf_transform_output, history_length)
     parts = {k: [] for k in input_names}
     for i in range(0, len(serialized), BATCH):
         out = transform(tf.constant(serialized[i:i + BATCH]))
@@ -42,21 +48,50 @@ def transformed_eval(tf_transform_output, serialized: List[bytes], history_lengt
     return {k: np.concatenate(parts.pop(k)) for k in list(parts)}  # one feature's batches at a time in two copies
 
 
-def predict(model, x: dict, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
+class TransformedRows:
+    """The model's transformed inputs of serialized rows, transformed batch by batch each
+    time they are read, never held whole: for rows scored once or twice (the Publisher's
+    eval-split check of its candidates), where holding them costs more memory (~1.9 KB a
+    row: 350 MB for the 180k eval rows of a 1M-row log) than transforming again costs time."""
+
+    def __init__(self, tf_transform_output, serialized: Sequence[bytes], history_length: int, input_names):
+        self._transform = _transform_fn(tf_transform_output, history_length)
+        self._rows, self._names = serialized, list(input_names)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def batches(self) -> Iterator[dict]:
+        for i in range(0, len(self._rows), BATCH):
+            out = self._transform(tf.constant(self._rows[i:i + BATCH]))
+            yield {k: out[k] for k in self._names}
+
+
+def _input_batches(x) -> Iterator[dict]:
+    if isinstance(x, TransformedRows):
+        yield from x.batches()
+        return
     n = len(next(iter(x.values())))
-    got = {k: [] for k in outputs}
     for i in range(0, n, BATCH):
-        out = model({k: v[i:i + BATCH] for k, v in x.items()}, training=False)
+        yield {k: v[i:i + BATCH] for k, v in x.items()}
+
+
+def predict(model, x, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
+    """`model`'s outputs over `x`: a dict of transformed input arrays or TransformedRows."""
+    got = {k: [] for k in outputs}
+    for batch in _input_batches(x):
+        out = model(batch, training=False)
         for k in outputs:
             got[k].append(out[k].numpy().reshape(-1))
     return {k: np.concatenate(v).astype(np.float64) for k, v in got.items()}
 
 
-def prune_sweep(model, importance, config: PublishConfig, x: dict, click: np.ndarray, watch: np.ndarray,
+def prune_sweep(model, importance, config: PublishConfig, x, click: np.ndarray, watch: np.ndarray,
                 fractions: Sequence[float], criteria: Sequence[str], allocations: Sequence[str] = (),
                 stop: Optional[Callable[[dict], bool]] = None) -> List[dict]:
     """One row per (allocation, criterion, fraction): NE loss, AUC / XAUC drop, embedding
-    bytes (allocations default to the config's); with `stop`, the rows up to the first one
+    bytes (allocations default to the config's), on `x` (transformed_eval's arrays or
+    TransformedRows); with `stop`, the rows up to the first one
     for which stop(row) is true (the Publisher's eval-split check of its candidates)."""
     base = predict(model, x)
     ne0, auc0 = metrics.ne(click, base["click_prob"]), metrics.auc(click, base["click_prob"])

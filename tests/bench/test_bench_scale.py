@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from bench import bench_scale, process_memory
+from bench import bench_scale
+from pipeline import process_memory
 
 
 def test_exponent_is_taken_between_the_two_largest_sizes():
@@ -63,7 +64,7 @@ def test_peak_rss_is_the_process_own_not_its_parent(tmp_path):
     import subprocess
     import sys
 
-    code = ("import bench.process_memory as b, resource, json; "
+    code = ("import pipeline.process_memory as b, resource, json; "
             "print(json.dumps([b.peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
     ballast = bytearray(600 * 1024 * 1024)
     ballast[::4096] = b"\x01" * len(ballast[::4096])  # touched: resident in this (parent) process

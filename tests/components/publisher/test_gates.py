@@ -62,3 +62,25 @@ def test_auto_prunes_the_largest_fraction_that_passes():
     other = {"allocation": "per_table", "criterion": "opt_state", "fraction": 0.5, "ne_loss": 0.0, "auc_drop": 0.0,
              "xauc_drop": 0.0}  # a passing row of another allocation does not count
     assert choose_fraction(config.replace(allocation="global"), rows + [other]).prune_fraction == 0.25
+
+
+def test_compressed_rows_are_the_rows_in_every_slice():
+    """The verification rows held compressed (verification.CompressedRows) read back as the
+    list they were built from: slices across block edges, steps, negative and out-of-range
+    bounds, single rows, empty."""
+    import random
+
+    import pytest
+
+    rng = random.Random(0)
+    rows = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40))) for _ in range(2_500)]
+    held = verification.CompressedRows(iter(rows), block=100)
+    assert len(held) == len(rows) and list(held) == rows
+    for lo, hi in [(0, 10), (95, 205), (100, 200), (2_400, 3_000), (0, 2_500), (5, 5), (300, 200),
+                   (-10, None), (None, -3), (2_499, None)]:
+        assert held[lo:hi] == rows[lo:hi], (lo, hi)
+    assert held[::7] == rows[::7] and held[-1] == rows[-1] and held[1_234] == rows[1_234]
+    with pytest.raises(IndexError):
+        held[2_500]
+    assert not verification.CompressedRows([]) and verification.CompressedRows([])[:5] == []
+    assert held.compressed_bytes() > 0

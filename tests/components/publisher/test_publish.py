@@ -149,7 +149,7 @@ def test_swept_model_builds_the_same_saved_model_as_a_fresh_load(trained, tmp_pa
     import tensorflow_transform as tft
 
     from components.publisher import verification
-    from models.publishing import rewrite
+    from models.publishing import rewrite, sweep
 
     config = configs.publish_config(prune_fraction=0.5, quantize=True, quantize_min_dim=4, allocation="per_table",
                                     criterion="l2_norm", sweep_fractions=[0.0, 0.5], sweep_criteria=["l2_norm"])
@@ -158,6 +158,11 @@ def test_swept_model_builds_the_same_saved_model_as_a_fresh_load(trained, tmp_pa
     serialized = verification.read_examples(trained["eval"])
     swept = rewrite.load_trained_model(model_dir)
     assert len(publish_lib.run_sweep(swept, None, config, tft_output, serialized)) == 2
+    # the eval check's rows, transformed batch by batch when read, score as the materialized ones
+    length = rewrite.history_length(swept)
+    held = sweep.predict(swept, sweep.transformed_eval(tft_output, serialized, length, swept.input_names))
+    lazy = sweep.predict(swept, sweep.TransformedRows(tft_output, serialized, length, swept.input_names))
+    assert len(serialized) > 0 and all((held[k] == lazy[k]).all() for k in held)
     built = {}
     for name, model in (("swept", swept), ("fresh", None)):
         publish_lib.build_published_model(model_dir, None, config, tft_output, str(tmp_path / name), model=model)

@@ -1,0 +1,61 @@
+"""A process's own peak resident memory, for the benchmarks' memory figures.
+
+    peak_rss_mb() = VmHWM / 1024   (MB; /proc/self/status, Linux)
+
+VmHWM is the high-water mark of the process's current address space. Not ru_maxrss:
+Linux keeps the maximum over every address space the process had, so after fork + exec
+a child's ru_maxrss starts at its parent's RSS at the fork (a child of a 1.5 GB parent
+reports >= 1.5 GB however little it uses; tests/bench/test_bench_scale.py). Where there
+is no /proc, ru_maxrss (KiB on Linux, bytes on macOS): an upper bound.
+
+    children_peak_rss_mb() = max ru_maxrss of the waited-for children / 1024
+
+The largest child process's peak (e.g. Beam worker processes): an upper bound for the
+same reason, it includes the parent's RSS when the child was forked.
+"""
+import resource
+
+
+def _status_mb(field: str, status: str):
+    try:
+        with open(status) as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return None
+
+
+def peak_rss_mb(status: str = "/proc/self/status") -> float:
+    """This process's own peak RSS in MB (module docstring); `status`: the file to read."""
+    peak = _status_mb("VmHWM:", status)
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def rss_mb(status: str = "/proc/self/status") -> float:
+    """This process's resident memory now in MB (VmRSS; NaN where there is no /proc)."""
+    rss = _status_mb("VmRSS:", status)
+    return rss if rss is not None else float("nan")
+
+
+def release_free_memory() -> None:
+    """Collects garbage, then returns the C heap's free pages to the OS (glibc's
+    ``malloc_trim(0)``; a no-op elsewhere). Without it a long process keeps the pages of
+    memory it freed: glibc trims only the top of each arena, and TensorFlow's and Beam's
+    many threads spread allocations over many arenas."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def children_peak_rss_mb() -> float:
+    """The largest waited-for child process's peak RSS in MB (module docstring: an upper bound)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
