@@ -6,7 +6,7 @@
 2. Runs the whole TFX pipeline with LocalDagRunner (pipeline/runners.py), printing
    one line per component with its elapsed time and the process's peak RSS so far (all
    components run in this one process, so the line where it grows names the component that
-   raised it); everything TF, Beam and TFX log
+   raised it; the figures also go to `<out>/make_run_summary.json`); everything TF, Beam and TFX log
    goes to `<out>/make_run.log` (its path is printed first).
    Caching is on (TFX's MLMD cache): a rerun on unchanged logs and knobs reuses
    every component whose inputs and parameters are unchanged, and its line says
@@ -73,7 +73,11 @@ class _Console:
 
 class _ComponentProgress(logging.Handler):
     """One console line per TFX component, from LocalDagRunner's own log records
-    ("Component X is running." / "... is finished.", "A cached execution ... is used.")."""
+    ("Component X is running." / "... is finished.", "A cached execution ... is used."),
+    with the process's peak RSS so far; after each component the heap's freed pages go
+    back to the OS (process_memory.release_free_memory: every component runs in this one
+    process, and glibc would keep what the Trainer or the Publisher freed). `components`
+    keeps each line's figures (`<out>/make_run_summary.json`)."""
 
     _EVENT = re.compile(r"Component (\S+) is (running|finished)\.")
 
@@ -83,6 +87,7 @@ class _ComponentProgress(logging.Handler):
         self.started = {}
         self.cached = False
         self.current = None
+        self.components = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -101,10 +106,11 @@ class _ComponentProgress(logging.Handler):
         else:
             seconds = time.time() - self.started.pop(node, time.time())
             self.current = None
-            peak, before = peak_rss_mb(), rss_mb()
+            peak = peak_rss_mb()
             release_free_memory()
-            self.console.say(f"  {node:<32} {seconds:7.1f} s   process peak RSS {peak / 1024:5.2f} GB"
-                             f" (after: {before / 1024:.2f} -> {rss_mb() / 1024:.2f} GB)"
+            self.components.append({"name": node, "seconds": round(seconds, 1), "cached": self.cached,
+                                    "process_peak_rss_mib": round(peak), "rss_after_mib": round(rss_mb())})
+            self.console.say(f"  {node:<32} {seconds:7.1f} s   process peak RSS {peak / 1024:5.2f} GiB"
                              f"{'  (cached)' if self.cached else ''}")
 
 
@@ -208,7 +214,11 @@ def main(argv=None) -> int:
         return 1
     finally:
         logging.getLogger().removeHandler(progress)
-    console.say(f"[make run] pipeline finished in {time.time() - started:.0f} s")
+    seconds = time.time() - started
+    console.say(f"[make run] pipeline finished in {seconds:.0f} s")
+    with open(os.path.join(os.path.abspath(args.out), "make_run_summary.json"), "w") as f:
+        json.dump({"logs": _relative(data_path), "pipeline_seconds": round(seconds, 1),
+                   "process_peak_rss_mib": round(peak_rss_mb()), "components": progress.components}, f, indent=1)
 
     store = PipelineStore(configs.METADATA_PATH)
     blessed = store.blessed()
