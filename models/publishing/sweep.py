@@ -20,7 +20,7 @@ from models.evaluation import metrics
 from models.publishing import rewrite
 from models.publishing.config import PublishConfig
 
-BATCH = 512  # DIN's attention temporaries grow with the batch: ~200 MB at 2,048 rows (memray, #33)
+BATCH = 2048
 
 
 def _transform_fn(tf_transform_output, history_length: int):
