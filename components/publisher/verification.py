@@ -16,7 +16,7 @@ Golden requests: raw JSON instances (as REST clients send them) replayed through
 import collections.abc
 import json
 import zlib
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -31,7 +31,7 @@ class CompressedRows(collections.abc.Sequence):
     """Serialized rows held in memory zlib-compressed, in blocks of `block` rows.
 
     The verification rows of a 1M-row log (~180k eval rows of ~2.9 KB) are ~500 MB as
-    bytes and ~60 MB compressed. Every reader takes them in order, in slices of a batch
+    bytes and 85 MB compressed (memray, #33). Every reader takes them in order, in slices of a batch
     (``rows[i:i + BATCH]``, ``len(rows)``), so a slice decompresses the blocks it spans
     and keeps the last one: a pass over the rows decompresses each block about once."""
 
@@ -76,9 +76,6 @@ class CompressedRows(collections.abc.Sequence):
             raise IndexError(f"row {index} of {self._n}")
         return self._rows_of_block(i // self._block)[i % self._block]
 
-    def compressed_bytes(self) -> int:
-        return sum(len(data) + ends.nbytes for data, ends in self._blocks)
-
 
 def read_examples(files: List[str], limit: Optional[int] = None) -> CompressedRows:
     """Serialized raw tf.Examples (GZIP TFRecords, LogExampleGen's output) of a split, the
@@ -89,7 +86,7 @@ def read_examples(files: List[str], limit: Optional[int] = None) -> CompressedRo
     return CompressedRows(r for batch in ds.batch(1024).as_numpy_iterator() for r in batch)
 
 
-def labels(serialized: List[bytes]) -> Dict[str, np.ndarray]:
+def labels(serialized: Sequence[bytes]) -> Dict[str, np.ndarray]:
     spec = {F.LABEL_CLICK: tf.io.FixedLenFeature([], tf.int64),
             F.LABEL_WATCH: tf.io.FixedLenFeature([], tf.float32)}
     out = {F.LABEL_CLICK: [], F.LABEL_WATCH: []}
@@ -100,7 +97,7 @@ def labels(serialized: List[bytes]) -> Dict[str, np.ndarray]:
     return {k: np.concatenate(v).astype(np.float64) for k, v in out.items()}
 
 
-def score(signatures, serialized: List[bytes], outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
+def score(signatures, serialized: Sequence[bytes], outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
     """`serving_examples` outputs of a loaded SavedModel over `serialized`, batched."""
     fn = signatures["serving_examples"]
     got = {k: [] for k in outputs}

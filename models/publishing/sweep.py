@@ -58,9 +58,6 @@ class TransformedRows:
         self._transform = _transform_fn(tf_transform_output, history_length)
         self._rows, self._names = serialized, list(input_names)
 
-    def __len__(self) -> int:
-        return len(self._rows)
-
     def batches(self) -> Iterator[dict]:
         for i in range(0, len(self._rows), BATCH):
             out = self._transform(tf.constant(self._rows[i:i + BATCH]))
