@@ -5,7 +5,7 @@
 VmHWM is the high-water mark of the process's current address space. Not ru_maxrss:
 Linux keeps the maximum over every address space the process had, so after fork + exec
 a child's ru_maxrss starts at its parent's RSS at the fork (a child of a 1.5 GB parent
-reports >= 1.5 GB however little it uses; tests/bench/test_bench_scale.py). Where there
+reports >= 1.5 GB however little it uses; tests/pipeline/test_process_memory.py). Where there
 is no /proc, ru_maxrss (KiB on Linux, bytes on macOS): an upper bound.
 
     children_peak_rss_mb() = max ru_maxrss of the waited-for children / 1024

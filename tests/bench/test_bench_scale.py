@@ -4,7 +4,6 @@ import math
 import pytest
 
 from bench import bench_scale
-from pipeline import process_memory
 
 
 def test_exponent_is_taken_between_the_two_largest_sizes():
@@ -55,23 +54,3 @@ def test_a_component_missing_at_a_size_is_fitted_on_the_sizes_it_ran():
     assert gen["rows"] == [250_000, 1_000_000, 4_000_000] and gen["exponent_time"] == pytest.approx(1.0)
     assert resolver["rows"] == [250_000, 1_000_000] and resolver["exponent_time"] == pytest.approx(0.0)
     assert resolver["rss_growth"] == pytest.approx(1.0)
-
-
-def test_peak_rss_is_the_process_own_not_its_parent(tmp_path):
-    """A child of a large parent: ru_maxrss starts at the parent's RSS after fork + exec,
-    VmHWM (peak_rss_mb) is the child's own."""
-    import json
-    import subprocess
-    import sys
-
-    code = ("import pipeline.process_memory as b, resource, json; "
-            "print(json.dumps([b.peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
-    ballast = bytearray(600 * 1024 * 1024)
-    ballast[::4096] = b"\x01" * len(ballast[::4096])  # touched: resident in this (parent) process
-    own, maxrss = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                            check=True).stdout)
-    del ballast
-    assert maxrss > 600 and own < 300, (own, maxrss)
-    status = tmp_path / "status"
-    status.write_text("Name:\tx\nVmHWM:\t  204800 kB\nVmRSS:\t  1024 kB\n")
-    assert process_memory.peak_rss_mb(str(status)) == 200.0

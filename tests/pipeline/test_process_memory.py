@@ -1,5 +1,6 @@
 """pipeline/process_memory.py: the RSS figures `make run` prints per component, and the
-release of freed heap pages after each component (all run in one process)."""
+release of freed heap pages after each component (all run in one process); the
+benchmarks' per-process peaks."""
 import json
 import subprocess
 import sys
@@ -24,3 +25,16 @@ def test_release_returns_freed_small_allocations_to_the_os():
                                                       check=True).stdout)
     assert full - released > 300, (full, freed, released)
     assert released < freed
+
+
+def test_peak_rss_is_the_process_own_not_its_parent():
+    """A child of a large parent: ru_maxrss starts at the parent's RSS after fork + exec,
+    VmHWM (peak_rss_mb) is the child's own."""
+    code = ("import pipeline.process_memory as b, resource, json; "
+            "print(json.dumps([b.peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))")
+    ballast = bytearray(600 * 1024 * 1024)
+    ballast[::4096] = b"\x01" * len(ballast[::4096])  # touched: resident in this (parent) process
+    own, maxrss = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                            check=True).stdout)
+    del ballast
+    assert maxrss > 600 and own < 300, (own, maxrss)
