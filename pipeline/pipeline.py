@@ -42,7 +42,7 @@ from models.training.config import TrainerConfig
 from models.transform_config import FORCE_TF_COMPAT_V1, TransformConfig
 
 RUN_MODES = ("batch", "full", "delta")
-CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot
+CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot (RowCalibrationPlot)
 EVALUATOR_EXTRACTORS = "models.evaluation.tfma.extractors"  # its custom_extractors feed TFMA per-slice batches
 
 
@@ -86,8 +86,7 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
         quantiles_output="quantiles" if "cqe" in watch_head else None, num_quantiles=num_quantiles)
     for spec in specs:  # the report's click calibration curve (TFMA plot, per slice)
         if list(spec.output_names) == [CLICK_OUTPUT]:
-            spec.metrics.append(tfma.MetricConfig(
-                class_name="CalibrationPlot", config=json.dumps({"num_buckets": CALIBRATION_BUCKETS})))
+            spec.metrics.append(tfma_metrics.metric_config("RowCalibrationPlot", num_buckets=CALIBRATION_BUCKETS))
     options = tfma.Options()
     if watch_head != "regression":
         options.include_default_metrics.value = False

@@ -13,6 +13,7 @@ NECombiner             ``(sum logloss / n) / H(sum y / n)``        n, sum y, sum
 RMSECombiner           ``sqrt(sum (y - p)^2 / n)``                 n, sum sq. error
 QuantileCombiner       ``c_i = #(y <= t_tau_i) / n``,              n, sum pinball,
                        ``mean_i |c_i - tau_i|``, pinball / n       N counts
+HistogramCombiner      TFMA's calibration histogram (AUC's input)  occupied buckets
 =====================  ==========================================  ================
 
 ``*``: kept by :class:`~models.evaluation.tfma.sampling.RowsCombiner`, exact up to
@@ -29,7 +30,7 @@ from typing import Any, Dict, Iterable, List
 
 import apache_beam as beam
 import numpy as np
-from tensorflow_model_analysis.metrics import metric_types
+from tensorflow_model_analysis.metrics import calibration_histogram, metric_types
 
 from models.evaluation import metrics as M
 from models.evaluation import quantile_metrics as QM
@@ -294,3 +295,107 @@ class ObservedECSCombiner(beam.CombineFn):
     def extract_output(self, acc):
         value = M.ecs(list(acc), list(acc.values())) if acc else float("nan")
         return {self._keys[0]: float(value)}
+
+
+# ---------------------------------------------------------------------- per bucket
+
+
+class Histogram:
+    """Accumulator: the occupied buckets (sorted ids; rows of weighted labels, weighted
+    predictions, weighted examples) plus rows (label, prediction) not yet binned."""
+
+    __slots__ = ("ids", "sums", "pending", "num_pending")
+
+    def __init__(self):
+        self.ids = np.zeros(0, np.int64)
+        self.sums = np.zeros((0, 3))
+        self.pending: List[List[np.ndarray]] = [[], []]
+        self.num_pending = 0
+
+    def __getstate__(self):
+        return (self.ids, self.sums, self.pending, self.num_pending)
+
+    def __setstate__(self, state):
+        self.ids, self.sums, self.pending, self.num_pending = state
+
+
+def _bucket_sums(ids: np.ndarray, values: np.ndarray):
+    """(unique ids, per-id column sums of ``values`` [n, 3])."""
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return uniq, np.stack([np.bincount(inverse, weights=values[:, j], minlength=uniq.size)
+                           for j in range(values.shape[1])], axis=1)
+
+
+class HistogramCombiner(beam.CombineFn):
+    """TFMA 0.47's calibration histogram (``calibration_histogram.py``, unweighted,
+    no sub key / class weights / aggregation) from rows with NumPy instead of one value
+    at a time. Each row (y, p) becomes, with fractional labels (the default on [0, 1];
+    y must lie in [0, 1]), the tuples (0, p, 1 - y) and (1, p, y), a tuple of weight 0
+    dropped; without, the tuple (y, p, 1). A tuple (l, p, w) adds (l w, p w, w) to
+    bucket ``b = clip(trunc((v - left) / (right - left) * N + 1), 0, N + 1)``,
+    ``v = p`` (or ``l`` without prediction-based bucketing), N = ``num_buckets``.
+    The output is TFMA's: ``{key: [Bucket]}`` over the occupied buckets by id, which
+    TFMA's confusion matrices and AUC then read unchanged."""
+
+    def __init__(self, key: metric_types.PlotKey, reader: Reader, num_buckets: int, left: float,
+                 right: float, fractional_labels: bool, prediction_based_bucketing: bool = True):
+        self._key, self._reader = key, reader
+        self._num_buckets, self._left, self._range = int(num_buckets), float(left), float(right - left)
+        self._fractional = bool(fractional_labels)
+        self._by_prediction = bool(prediction_based_bucketing)
+
+    def _bins(self, y: np.ndarray, p: np.ndarray):
+        if self._fractional:
+            outside = (y < 0.0) | (y > 1.0) | np.isnan(y)
+            if outside.any():
+                raise ValueError(f"label must be within [0, 1]: label={y[outside][0]}, "
+                                 f"prediction={p[outside][0]}")
+            labels = np.concatenate([np.zeros_like(y), np.ones_like(y)])
+            preds, weights = np.concatenate([p, p]), np.concatenate([1.0 - y, y])
+            kept = weights != 0.0
+            labels, preds, weights = labels[kept], preds[kept], weights[kept]
+        else:
+            labels, preds, weights = y, p, np.ones_like(y)
+        v = preds if self._by_prediction else labels
+        if np.isnan(v).any():
+            raise ValueError(f"{'prediction' if self._by_prediction else 'label'} is NaN: "
+                             "no calibration-histogram bucket")
+        b = (v - self._left) / self._range * self._num_buckets + 1
+        ids = np.where(b < 0, 0, np.where(b >= self._num_buckets + 1, self._num_buckets + 1,
+                                          np.trunc(np.nan_to_num(b)))).astype(np.int64)
+        return _bucket_sums(ids, np.stack([labels * weights, preds * weights, weights], axis=1))
+
+    def _flush(self, acc: Histogram) -> Histogram:
+        if acc.num_pending:
+            ids, sums = self._bins(*(np.concatenate(p).astype(np.float64) for p in acc.pending))
+            acc.ids, acc.sums = _bucket_sums(np.concatenate([acc.ids, ids]), np.concatenate([acc.sums, sums]))
+            acc.pending, acc.num_pending = [[], []], 0
+        return acc
+
+    def create_accumulator(self) -> Histogram:
+        return Histogram()
+
+    def add_input(self, acc: Histogram, element) -> Histogram:
+        y, p = flat_rows(self._reader.label(element), self._reader.prediction(element))
+        acc.pending[0].append(y)
+        acc.pending[1].append(p)
+        acc.num_pending += y.size
+        if acc.num_pending >= _FLUSH_ROWS:
+            self._flush(acc)
+        return acc
+
+    def merge_accumulators(self, accumulators: Iterable[Histogram]) -> Histogram:
+        accs = [self._flush(a) for a in accumulators]
+        out = Histogram()
+        out.ids, out.sums = _bucket_sums(np.concatenate([a.ids for a in accs]),
+                                         np.concatenate([a.sums for a in accs]))
+        return out
+
+    def compact(self, acc: Histogram) -> Histogram:
+        return self._flush(acc)
+
+    def extract_output(self, acc: Histogram):
+        acc = self._flush(acc)
+        return {self._key: [calibration_histogram.Bucket(int(i), float(wl), float(wp), float(we))
+                            for i, (wl, wp, we) in zip(acc.ids.tolist(), acc.sums.tolist())]}

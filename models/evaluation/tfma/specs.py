@@ -13,8 +13,9 @@ Calibration (mean prediction / mean label), AUC and MAE are TFMA built-ins with 
 same definitions as `models.evaluation.metrics`; :func:`metrics_specs` adds them. So are
 the example count, the binary cross entropy and the means, unless ``batched``: then they
 are ours (``RowCount``, ``RowBinaryCrossEntropy``, `models.evaluation.tfma.row_metrics`
-``RowMean``: TFMA's definitions, per row, summed with NumPy), as TFMA counts and
-averages the first two per ``add_input`` and loops over values for the means, while
+``RowMean`` and ``RowAUC``: TFMA's definitions, per row, summed with NumPy), as TFMA
+counts and averages the first two per ``add_input`` and loops over values for the means
+and AUC's histogram, while
 per-slice batches (`models.evaluation.tfma.extractors`) put many rows in one input.
 
 TFMA 0.47 details relied on: a ``class_name`` that TFMA registers itself (``NDCG``,
@@ -115,7 +116,7 @@ def metrics_specs(click_output: str = "click_prob", watch_output: str = "watch_t
         table.append(user_table.column("feature", request_time_key))
     per_user = dict(user_key=user_key, table_columns=sorted(set(table)), max_rows=max_rows)
 
-    click = [cfg(count), cfg("AUC"), mean("Calibration", "calibration"), cfg(bce),
+    click = [cfg(count), cfg("RowAUC" if batched else "AUC"), mean("Calibration", "calibration"), cfg(bce),
              mean("MeanPrediction", "prediction"), mean("MeanLabel", "label"), cfg("NormalizedEntropy"),
              cfg("GroupAUC", label_key=click_label, **per_user)]
     if request_time_key:
