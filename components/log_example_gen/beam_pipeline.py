@@ -20,6 +20,7 @@
                       example_block.py) writes the shard's file per split (record_files.py)
                                                        ▼
          Split-train / Split-validation / Split-eval/data_tfrecord-SSSSS-of-NNNNN.gz + counts.json + bad_rows-*.jsonl
+         (+ UserEvents/user_events-SSSSS-of-NNNNN.gz with ``user_events``: user_events.py)
 
 On the DirectRunner, which holds a GroupByKey's whole input in memory, the four groupings
 (by user shard, tab, entity shard, and the join) go through files under the run's temporary
@@ -47,7 +48,7 @@ import numpy as np
 from components.log_example_gen import counts as counts_lib
 from components.log_example_gen import (batch_buffer, bulk_lines, columns, date_window, example_batches,
                                         parse_batch, parsing, reading, record_files, row_rules, side_tables,
-                                        signals_beam, spill, time_split, user_batches)
+                                        signals_beam, spill, time_split, user_batches, user_events)
 from components.log_example_gen import user_examples as ue
 from components.log_example_gen.config import LogExampleGenConfig
 from components.log_example_gen.counts import (COUNTS_FILE, BadRowFractionError,  # noqa: F401 (re-exported)
@@ -177,6 +178,7 @@ class _BuildExamples(beam.DoFn):
         self._min_watch_s = config.history_min_watch_s
         self._delay_ms = int(round(config.label_delay_s * 1000))
         self._families = config.signal_families
+        self._user_events = config.user_events
         self._uri, self._run, self._shards = examples_uri, run, shards
         self._side = None
 
@@ -218,6 +220,15 @@ class _BuildExamples(beam.DoFn):
             counter(METRICS_NAMESPACE, f"examples_{split}").inc(writer.count)
             yield beam.pvalue.TaggedOutput(_COUNT, ("split:" + split, writer.count))
             yield writer.close()
+        if self._user_events:  # every user's history events once (user_events.py)
+            records = user_events.encode(rows, self._side.videos_at(rows["video_id"])["author_id"],
+                                         self._min_watch_s)
+            if records:
+                writer = record_files.ShardWriter(os.path.join(user_events.events_uri(self._uri), record_files.shard_name(
+                    user_events.FILE_PREFIX, shard, self._shards, user_events.FILE_SUFFIX)), tmp)
+                writer.write(records)
+                counter(METRICS_NAMESPACE, "user_events_users").inc(writer.count)
+                yield writer.close()
 
 
 def _log_ranges(pbegin, files: List[Tuple[str, int]], range_bytes: int):

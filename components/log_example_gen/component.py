@@ -30,6 +30,8 @@ Outputs:
   without a Trainer can use) / ``Split-eval`` gzipped TFRecords of tf.Examples with
   the raw features of models/features.py (``raw_feature_spec(history_length)`` parses
   them); ``span``, ``version`` and ``input_fingerprint`` as TFX's ExampleGen records them.
+  With ``user_events``, also ``UserEvents/``: every user's history events once, for
+  lifelong histories (user_events.py; custom property ``user_events_dir``).
 - ``dead_letter`` (DeadLetterRows): bad rows as JSON lines + ``counts.json``.
 
 Caching: the driver (driver.py) fingerprints the matching log / user / video files
@@ -83,6 +85,7 @@ class LogExampleGenSpec(types.ComponentSpec):
         **{name: ExecutionParameter(type=str, optional=True) for name in PATTERN_FIELDS},
         **{name: ExecutionParameter(type=int, optional=True) for name in SPAN_FIELDS},  # span.py
         "signal_families": ExecutionParameter(type=str, optional=True),  # comma list; absent: none
+        "user_events": ExecutionParameter(type=int, optional=True),  # 1: UserEvents/ (user_events.py)
     }
     INPUTS = {}
     OUTPUTS = {

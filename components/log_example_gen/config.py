@@ -118,6 +118,9 @@ class LogExampleGenConfig:
     signal_families: the optional signal families written as extra float features
       (signal_families.py, #37; a comma list, names or "all"); () (default): none, the examples
       and the execution properties are those of a config without the field;
+    user_events: also write every user's history events once, under the Examples
+      artifact (user_events.py, #38: lifelong histories); False (default): not written,
+      the examples and the execution properties are those of a config without the field;
     *_pattern: file globs under input_base; may hold TFX's ``{SPAN}`` / ``{VERSION}``
       or ``{YYYY}{MM}{DD}`` specs (then the latest span is ingested, see inputs.py);
     span_*: a span window (span.py: train ``[span_start_ms, span_end_ms)``, validation /
@@ -150,6 +153,7 @@ class LogExampleGenConfig:
     span_end_ms: int = 0
     span_holdout_ms: int = 0
     signal_families: Tuple[str, ...] = ()
+    user_events: bool = False
 
     def __post_init__(self):
         checked = {
@@ -172,6 +176,9 @@ class LogExampleGenConfig:
             "signal_prior_ctr": _float("signal_prior_ctr", self.signal_prior_ctr, 0.0, 1.0),
         }
         checked["signal_families"] = _families(self.signal_families)
+        if self.user_events not in (True, False):  # 0 / 1 from an execution property
+            raise ValueError(f"LogExampleGenConfig.user_events must be a bool, got {self.user_events!r}")
+        checked["user_events"] = bool(self.user_events)
         checked.update({name: _pattern(name, getattr(self, name)) for name in PATTERN_FIELDS})
         checked.update({name: _int(name, getattr(self, name), -1 if name == "span_index" else 0)
                         for name in SPAN_FIELDS})
@@ -219,14 +226,19 @@ class LogExampleGenConfig:
         args["date_window"] = time_split.format_days(self.date_window)
         if self.signal_families:
             args["signal_families"] = ",".join(self.signal_families)
+        if self.user_events:
+            args["user_events"] = 1
         return args
 
     def to_custom_config(self) -> Dict[str, Any]:
         """Plain JSON values (day lists as lists of ints)."""
         out = {name: getattr(self, name) for name in self.field_names()
-               if (name not in SPAN_FIELDS or self.span_index >= 0) and name != "signal_families"}
+               if (name not in SPAN_FIELDS or self.span_index >= 0)
+               and name not in ("signal_families", "user_events")}
         if self.signal_families:  # left out when off: the default's cache key is unchanged
             out["signal_families"] = list(self.signal_families)
+        if self.user_events:  # likewise
+            out["user_events"] = True
         out["train_days"] = list(self.train_days)
         out["eval_days"] = list(self.eval_days)
         out["date_window"] = list(self.date_window)

@@ -17,12 +17,13 @@ from tfx.types import artifact_utils
 from components.log_example_gen import beam_pipeline as bp
 from components.log_example_gen import counts as counts_lib
 from components.log_example_gen import inputs as inputs_lib
-from components.log_example_gen import time_split
+from components.log_example_gen import time_split, user_events
 from components.log_example_gen.artifacts import num_examples_property
 from components.log_example_gen.config import LogExampleGenConfig
 
 INPUT_BASE_KEY = "input_base"
 EXAMPLES_KEY = "examples"
+USER_EVENTS_PROPERTY = "user_events_dir"
 DEAD_LETTER_KEY = "dead_letter"
 
 
@@ -66,6 +67,8 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
     examples_utils.set_file_format(examples, "tfrecords_gzip")
     for split in time_split.SPLIT_NAMES:
         examples.set_int_custom_property(num_examples_property(split), counts["splits"][split])
+    if config.user_events:  # every user's history events once, beside the splits (user_events.py)
+        examples.set_string_custom_property(USER_EVENTS_PROPERTY, user_events.DIR)
     for key in ("total_rows", "good_rows", "bad_rows", "dropped_rows", "history_only_rows"):
         dead_letter.set_int_custom_property(key, counts[key])
     dead_letter.set_float_custom_property("bad_row_fraction", counts["bad_row_fraction"])

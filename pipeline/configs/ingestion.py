@@ -90,6 +90,20 @@ def _signal_families(requested: str, model_families: tuple) -> str:
 
 
 SIGNAL_FAMILIES = _signal_families(os.environ.get("LOG_SIGNAL_FAMILIES", ""), _features.FAMILY_INPUTS)
+
+
+# Every user's history events written once beside the splits (#38,
+# components/log_example_gen/user_events.py: lifelong histories for models that read
+# thousands of events; the examples keep their HISTORY_LENGTH). LOG_USER_EVENTS=1 turns it
+# on; off by default (no model of the pipeline reads it yet: bench/bench_lifelong.py).
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "0").strip()
+    if value not in ("0", "1", ""):
+        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+USER_EVENTS = _flag("LOG_USER_EVENTS")
 # Beam argument sets per runner for the Beam stages (LogExampleGen, StatisticsGen,
 # Transform, Evaluator): pipeline.runners.beam_args(runner, **values) fills the {fields}
 # and refuses a missing one. DirectRunner: one machine (multi_processing uses
@@ -132,6 +146,7 @@ LOG_EXAMPLE_GEN = LogExampleGenConfig(
     label_delay_s=LABEL_DELAY_S,
     signal_prior_ctr=SIGNAL_PRIOR_CTR,
     signal_families=SIGNAL_FAMILIES,
+    user_events=USER_EVENTS,
     log_file_pattern=LOG_FILE_PATTERN,
     user_features_pattern=USER_FEATURES_PATTERN,
     video_features_pattern=VIDEO_FEATURES_PATTERN,

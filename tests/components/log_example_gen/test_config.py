@@ -118,7 +118,8 @@ def test_component_takes_the_config_or_the_same_knobs_as_keywords():
     optional = {k for k, p in LogExampleGenSpec.PARAMETERS.items() if p.optional}
     assert optional == {"log_file_pattern", "user_features_pattern", "video_features_pattern",
                         "span_index", "span_start_ms", "span_end_ms", "span_holdout_ms",  # span.py (#14)
-                        "signal_families"}  # signal_families.py (#37): absent when off
+                        "signal_families",  # signal_families.py (#37): absent when off
+                        "user_events"}  # user_events.py (#38): absent when off
 
 
 def test_component_refuses_missing_or_doubled_knobs():
