@@ -29,8 +29,15 @@ latency of scoring 100 candidates of one user in-process (a tf.function; titans 
 memory state the writer computed beforehand, the UIC pattern; ``serve_p99_ms_100_with_writer``
 replays the L events inside the request instead). titans also records the train/serve
 parity of its writer (max |score difference|).
+
+``--via-log-example-gen WORK_DIR``: each seed's simulation is written as KuaiRand-format
+logs (lifelong.write_logs) and the histories the models read are those of the pipeline's
+LogExampleGen with ``user_events`` on (components/log_example_gen/user_events.py:
+long_history at each user's request); the run fails if they differ from the simulator's.
+The JSON gains ``via_log_example_gen`` (log rows, LogExampleGen's seconds, bytes).
 """
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -256,7 +263,7 @@ def _parity(model, hist, cand):
     return float(np.abs(np.stack(served) - full).max())
 
 
-def _write(args, argv, records, data, started):
+def _write(args, argv, records, data, started, ingested=()):
     """Summary over seeds per (method, history length) + every run; rewritten after each run."""
     methods = []
     for key in sorted({(r["name"], r["history_length"]) for r in records}, key=lambda k: (METHODS.index(k[0]), k[1])):
@@ -277,9 +284,52 @@ def _write(args, argv, records, data, started):
            "time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "wall_seconds": round(time.time() - started, 1),
            "load_average_after": [round(x, 2) for x in os.getloadavg()],
            "methods": methods, "runs": records}
+    if ingested:  # --via-log-example-gen: the histories came through LogExampleGen's user events
+        out["via_log_example_gen"] = list(ingested)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
+
+
+def histories_via_log_example_gen(data, work: str, seed: int):
+    """``data`` with its histories read back through the pipeline's ingestion: the
+    simulation written as logs (lifelong.write_logs), LogExampleGen (the pipeline's config,
+    ``user_events`` on) on them, each user's history = user_events.long_history at its
+    request, oldest first. RuntimeError if they differ from the simulator's; returns
+    (data, figures of the LogExampleGen run)."""
+    import apache_beam as beam
+    from tfx.types import standard_artifacts
+
+    from components.log_example_gen import user_events
+    from components.log_example_gen.artifacts import DeadLetterRows
+    from components.log_example_gen.executor import run_log_example_gen
+    from data.simulator.lifelong import write_logs
+    from pipeline import configs
+
+    root = os.path.join(work, f"seed_{seed}")
+    paths = write_logs(data, os.path.join(root, "input"), seed=seed)
+    examples, dead_letter = standard_artifacts.Examples(), DeadLetterRows()
+    examples.uri, dead_letter.uri = os.path.join(root, "examples"), os.path.join(root, "dead_letter")
+    config = dataclasses.replace(configs.LOG_EXAMPLE_GEN, user_events=True)
+    started = time.time()
+    counts = run_log_example_gen(beam.Pipeline(argv=configs.BEAM_PIPELINE_ARGS), os.path.join(root, "input"),
+                                 config, examples, dead_letter)
+    seconds = time.time() - started
+    events = user_events.read(examples.uri)
+    users, big_l = data.history.shape
+    history, lengths = np.zeros_like(data.history), np.zeros_like(data.history_length)
+    for u in range(users):
+        ids = user_events.long_history(events[u], paths["request_ms"], big_l)["video_id"][::-1]
+        history[u, big_l - len(ids):], lengths[u] = ids, len(ids)
+    if not (np.array_equal(history, data.history) and np.array_equal(lengths, data.history_length)):
+        raise RuntimeError("the histories read through LogExampleGen differ from the simulated ones")
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(user_events.events_uri(examples.uri))
+               for f in fs)
+    return dataclasses.replace(data, history=history, history_length=lengths), {
+        "seed": seed, "log_rows": counts["total_rows"], "log_example_gen_seconds": round(seconds, 1),
+        "rows_per_s": round(counts["total_rows"] / seconds), "user_events_bytes": size,
+        "examples_bytes": sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(examples.uri)
+                              for f in fs) - size}
 
 
 def main(argv=None) -> int:
@@ -295,13 +345,19 @@ def main(argv=None) -> int:
                         help='JSON of TitansMemory arguments for titans, e.g. \'{"shared_query_key": true}\'')
     parser.add_argument("--twin-kwargs", type=json.loads, default=dict(TWIN_BENCH),
                         help='JSON of twin_lite\'s retrieval TargetAttention arguments, e.g. \'{"kernel_initializer": "identity"}\'')
+    parser.add_argument("--via-log-example-gen", metavar="WORK_DIR", default="",
+                        help="read the histories back through LogExampleGen's user events (logs under WORK_DIR)")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "lifelong.json"))
     args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
-    records, started = [], time.time()
+    records, ingested, started = [], [], time.time()
     for seed in [int(s) for s in args.seeds.split(",")]:
         data = simulate_lifelong(args.users, seed=seed, params=LifelongParams(
             history_length=max(lengths), candidates=args.candidates))
+        if args.via_log_example_gen:
+            data, ingestion = histories_via_log_example_gen(data, args.via_log_example_gen, seed)
+            print(json.dumps(ingestion), flush=True)
+            ingested.append(ingestion)
         for method in args.methods.split(","):
             for length in ([RECENT] if method == "din_last50" else lengths):
                 load = os.getloadavg()
@@ -311,7 +367,7 @@ def main(argv=None) -> int:
                 rec["load_average_before"] = [round(x, 2) for x in load]
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
-                _write(args, argv, records, data, started)
+                _write(args, argv, records, data, started, ingested)
     print("bench_lifelong: wrote", os.path.relpath(args.out, ROOT))
     return 0
 

@@ -19,10 +19,19 @@ Nothing here is used by ``simulate`` (the default KuaiRand-format logs are uncha
 ``long_range`` marks candidates whose topic occurs in the history but not in its last
 ``recent`` (= R = 50) events: their relevant past lies beyond what DIN's last-50 sees.
 Histories are left-padded: ``history[u, L - n_u:]`` are u's events, oldest first.
+
+``write_logs`` writes a simulation as KuaiRand-format logs (writer.py's files), so the
+histories can go through LogExampleGen: user u's events one a minute over the first
+``days - 1`` days (viewed: click 1, 10 s watched), its request's N candidates on the last
+day at one time (click = the label). With LogExampleGen's ``user_events`` on,
+``user_events.long_history(events_u, request_ms, L)`` reversed is ``history[u]``'s events
+(tests/components/log_example_gen/test_user_events.py).
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+from typing import Dict
 
 import numpy as np
 
@@ -138,3 +147,63 @@ def simulate_lifelong(num_users: int = 2000, seed: int = 0,
     return LifelongData(video_topic=video_topic, history=history, history_length=lengths,
                         candidates=candidates, labels=labels, p_click=p_click.astype(np.float32),
                         long_range=long_range)
+
+
+EVENT_GAP_MS = 60_000       # one history event a minute
+DAY_START_H = 8             # a day's events start at 08:00 UTC+8
+REQUEST_H = 20              # the request on the last day, 20:00 UTC+8
+EVENT_WATCH_MS = 10_000
+
+
+def write_logs(data: LifelongData, out_dir: str, days: int = 8, seed: int = 0,
+               start_date: str = "2022-04-25") -> Dict[str, object]:
+    """The simulation as the simulator's four KuaiRand-format files (module doc);
+    side tables from the default simulator's generators (users 0..U-1, videos 0..V).
+    Returns writer.write_tables' paths plus ``request_ms`` (the request time, ms)."""
+    import pandas as pd
+
+    from data.simulator import writer
+    from data.simulator.params import SimParams
+    from data.simulator.users import make_users
+    from data.simulator.videos import make_videos
+    from schemas.kuairand_format import UTC_OFFSET_MS
+
+    users_n, big_l = data.history.shape
+    per_day = -(-big_l // (days - 1))
+    if days < 2 or per_day * EVENT_GAP_MS > (REQUEST_H - DAY_START_H) * 3_600_000:
+        raise ValueError(f"{days} days cannot hold {big_l} events a user one a minute")
+    start = dt.date.fromisoformat(start_date)
+    day0_ms = int(dt.datetime(start.year, start.month, start.day, tzinfo=dt.timezone.utc).timestamp() * 1000
+                  ) - UTC_OFFSET_MS
+    rng_user, rng_video = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)]
+    params = SimParams()
+    users = make_users(users_n, params, rng_user)[0]
+    videos, _, _, duration_ms, _ = make_videos(len(data.video_topic), start, params, rng_video)
+
+    u_idx, v_idx, t_ms, click, play = [], [], [], [], []
+    for u in range(users_n):
+        n = int(data.history_length[u])
+        k = np.arange(n)
+        u_idx.append(np.full(n, u))
+        v_idx.append(data.history[u, big_l - n:])
+        t_ms.append(day0_ms + (k // per_day) * 86_400_000 + DAY_START_H * 3_600_000 + (k % per_day) * EVENT_GAP_MS)
+        click.append(np.ones(n, np.int64))
+        play.append(np.full(n, EVENT_WATCH_MS))
+    request_ms = day0_ms + (days - 1) * 86_400_000 + REQUEST_H * 3_600_000
+    n_cand = data.candidates.shape[1]
+    u_idx.append(np.repeat(np.arange(users_n), n_cand))
+    v_idx.append(data.candidates.reshape(-1))
+    t_ms.append(np.full(users_n * n_cand, request_ms))
+    click.append(data.labels.reshape(-1).astype(np.int64))
+    play.append(np.where(data.labels.reshape(-1) > 0, EVENT_WATCH_MS, 0))
+    u_idx, v_idx, t_ms, click, play = (np.concatenate(x).astype(np.int64) for x in (u_idx, v_idx, t_ms, click, play))
+    zeros = np.zeros(len(u_idx), np.int64)
+    engagement = {k: zeros for k in ("is_like", "is_follow", "is_comment", "is_forward", "is_hate",
+                                     "comment_stay_time", "is_profile_enter")}
+    engagement["long_view"] = zeros
+    log = writer.log_table(u_idx, v_idx, t_ms, click, play, duration_ms[v_idx], np.ones(len(u_idx), np.int64),
+                           engagement)
+    truth = pd.DataFrame({c: zeros for c in writer.TRUTH_COLUMNS})
+    truth[["user_id", "video_id", "time_ms"]] = log[["user_id", "video_id", "time_ms"]]
+    log, truth = writer.sort_by_time(log, truth)
+    return dict(writer.write_tables(out_dir, log, users, videos, truth), request_ms=int(request_ms))

@@ -43,3 +43,12 @@ def test_slice_se_is_zero_without_variation_and_positive_with_it():
     assert _slice_se(labels, perfect, mask, rng, reps=20) == 0.0
     noisy = labels + rng.normal(0, 1.0, labels.shape)
     assert _slice_se(labels, noisy, mask, rng, reps=50) > 0.01
+
+
+def test_histories_read_back_through_log_example_gen(data, tmp_path):
+    from bench.bench_lifelong import histories_via_log_example_gen
+
+    got, figures = histories_via_log_example_gen(data, str(tmp_path), seed=1)
+    assert np.array_equal(got.history, data.history) and np.array_equal(got.candidates, data.candidates)
+    assert figures["log_rows"] == int(data.history_length.sum()) + data.candidates.size
+    assert 0 < figures["user_events_bytes"] < figures["examples_bytes"]

@@ -111,3 +111,29 @@ def test_config_keeps_the_default_cache_key_and_round_trips():
     assert LogExampleGenConfig.from_custom_config(on.to_custom_config()) == on
     with pytest.raises(ValueError, match="user_events must be a bool"):
         LogExampleGenConfig(**KNOBS, user_events=2)
+
+
+def test_lifelong_histories_go_through_log_example_gen(tmp_path):
+    """The lifelong simulation (data/simulator/lifelong.py) written as logs: at each
+    user's request, the long history from the user events is the simulated history and
+    the candidates' hist_* features are its last 5 events."""
+    from data.simulator.lifelong import LifelongParams, simulate_lifelong, write_logs
+
+    data = simulate_lifelong(12, seed=3, params=LifelongParams(num_videos=400, num_topics=20, history_length=120,
+                                                               candidates=4))
+    paths = write_logs(data, str(tmp_path / "input"))
+    examples, _, _ = run_component(str(tmp_path), str(tmp_path / "input"), history_length=5, user_events=True)
+    events = E.read(examples.uri)
+    assert sorted(events) == list(range(12))
+    for u in range(12):
+        n = int(data.history_length[u])
+        long = E.long_history(events[u], paths["request_ms"], 120)
+        assert long["video_id"][::-1].tolist() == data.history[u, 120 - n:].tolist()
+    eval_rows = [r for r in read_examples(os.path.join(examples.uri, "Split-eval"), 5)
+                 if r["time_ms"] == paths["request_ms"]]
+    # a candidate drawn twice with the same label is an exact duplicate row: dropped (duplicate_rule)
+    assert len(eval_rows) == len({(u, v, y) for u in range(12) for v, y in zip(data.candidates[u], data.labels[u])})
+    for r in eval_rows:
+        u = r["user_id"]
+        assert r["hist_video_id"] == data.history[u, -5:][::-1].tolist()
+        assert r["video_id"] in data.candidates[u].tolist()
