@@ -5,18 +5,25 @@
     tfx run create --engine local --pipeline_name watchtime_ranker
 
 Knobs come from pipeline/configs/; `LOGS` (input folder) and `OUTPUT_DIR` may be
-set in the environment. With no LOGS, simulated logs are written first.
+set in the environment. With no LOGS, simulated logs are written first. Every component
+runs in this one process, as in `make run`: the freed heap goes back to the OS after each
+one and TensorFlow's oneDNN kernels are off unless TF_ENABLE_ONEDNN_OPTS is set (their
+caches kept ~0.9 GiB after the Trainer; pipeline/run_local.py, README "Scale").
 """
+import logging as py_logging
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # before TensorFlow loads
 
 from absl import logging  # noqa: E402
 from tfx import v1 as tfx  # noqa: E402
 
 from pipeline import runners  # noqa: E402
+from pipeline.process_memory import ReleaseAfterComponents  # noqa: E402
 
 if __name__ == "__main__":
     logging.set_verbosity(logging.INFO)
+    py_logging.getLogger().addHandler(ReleaseAfterComponents())  # absl's records propagate to the root
     runners.ensure_simulated_logs()
     tfx.orchestration.LocalDagRunner().run(runners.build_local())

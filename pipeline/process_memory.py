@@ -12,8 +12,16 @@ is no /proc, ru_maxrss (KiB on Linux, bytes on macOS): an upper bound.
 
 The largest child process's peak (e.g. Beam worker processes): an upper bound for the
 same reason, it includes the parent's RSS when the child was forked.
+
+A process that runs a whole pipeline (TFX's LocalDagRunner: `make run`, local_runner.py)
+gives the heap's freed pages back after each component (:class:`ReleaseAfterComponents`).
 """
+import logging
+import re
 import resource
+
+# LocalDagRunner's log record at each component's start and end
+COMPONENT_EVENT = re.compile(r"Component (\S+) is (running|finished)\.")
 
 
 def _status_mb(field: str, status: str):
@@ -59,3 +67,18 @@ def release_free_memory() -> None:
 def children_peak_rss_mb() -> float:
     """The largest waited-for child process's peak RSS in MB (module docstring: an upper bound)."""
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
+class ReleaseAfterComponents(logging.Handler):
+    """Calls :func:`release_free_memory` after each "Component X is finished." record
+    (add it to the root logger; absl's records propagate there): every component of a
+    LocalDagRunner run shares the process, and glibc would keep what one freed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad log record must not stop the run
+            return
+        match = COMPONENT_EVENT.search(message)
+        if match and match.group(2) == "finished":
+            release_free_memory()

@@ -29,11 +29,10 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
 
-from pipeline.process_memory import peak_rss_mb, release_free_memory, rss_mb
+from pipeline.process_memory import COMPONENT_EVENT, peak_rss_mb, release_free_memory, rss_mb
 
 
 def _parse_args(argv):
@@ -79,7 +78,7 @@ class _ComponentProgress(logging.Handler):
     process, and glibc would keep what the Trainer or the Publisher freed). `components`
     keeps each line's figures (`<out>/make_run_summary.json`)."""
 
-    _EVENT = re.compile(r"Component (\S+) is (running|finished)\.")
+    _EVENT = COMPONENT_EVENT
 
     def __init__(self, console: _Console):
         super().__init__(level=logging.INFO)

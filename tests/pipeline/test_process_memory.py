@@ -38,3 +38,24 @@ def test_peak_rss_is_the_process_own_not_its_parent():
                                             check=True).stdout)
     del ballast
     assert maxrss > 600 and own < 300, (own, maxrss)
+
+
+def test_release_after_each_finished_component(monkeypatch):
+    """ReleaseAfterComponents (local_runner.py's handler; make run's progress lines do the
+    same) releases on LocalDagRunner's "is finished." records only."""
+    import logging
+
+    calls = []
+    monkeypatch.setattr(process_memory, "release_free_memory", lambda: calls.append(1))
+    handler = process_memory.ReleaseAfterComponents()
+    for message in ("Component Trainer is running.", "Component Trainer is finished.",
+                    "A cached execution 3 is used.", "Component Evaluator is finished."):
+        handler.emit(logging.LogRecord("absl", logging.INFO, __file__, 1, message, None, None))
+    handler.emit(logging.LogRecord("absl", logging.INFO, __file__, 1, "%d", ("x",), None))  # a bad record
+    assert len(calls) == 2
+
+
+def test_local_runner_turns_onednn_off_unless_set():
+    code = "import os; os.environ.pop('TF_ENABLE_ONEDNN_OPTS', None); import local_runner; print(os.environ['TF_ENABLE_ONEDNN_OPTS'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0"
