@@ -198,9 +198,8 @@ def write_logs(data: LifelongData, out_dir: str, days: int = 8, seed: int = 0,
     play.append(np.where(data.labels.reshape(-1) > 0, EVENT_WATCH_MS, 0))
     u_idx, v_idx, t_ms, click, play = (np.concatenate(x).astype(np.int64) for x in (u_idx, v_idx, t_ms, click, play))
     zeros = np.zeros(len(u_idx), np.int64)
-    engagement = {k: zeros for k in ("is_like", "is_follow", "is_comment", "is_forward", "is_hate",
+    engagement = {k: zeros for k in ("is_like", "is_follow", "is_comment", "is_forward", "is_hate", "long_view",
                                      "comment_stay_time", "is_profile_enter")}
-    engagement["long_view"] = zeros
     log = writer.log_table(u_idx, v_idx, t_ms, click, play, duration_ms[v_idx], np.ones(len(u_idx), np.int64),
                            engagement)
     truth = pd.DataFrame({c: zeros for c in writer.TRUTH_COLUMNS})
