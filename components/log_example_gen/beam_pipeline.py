@@ -221,8 +221,7 @@ class _BuildExamples(beam.DoFn):
             yield beam.pvalue.TaggedOutput(_COUNT, ("split:" + split, writer.count))
             yield writer.close()
         if self._user_events:  # every user's history events once (user_events.py)
-            records = user_events.encode(rows, self._side.videos_at(rows["video_id"])["author_id"],
-                                         self._min_watch_s)
+            records = user_events.encode(rows, features["author_id"][0], self._min_watch_s)
             if records:
                 writer = record_files.ShardWriter(os.path.join(user_events.events_uri(self._uri), record_files.shard_name(
                     user_events.FILE_PREFIX, shard, self._shards, user_events.FILE_SUFFIX)), tmp)

@@ -73,6 +73,11 @@ def select_rows(b: C.Batch, window: np.ndarray, duplicate_rule: str
     return C.take(b, keep), bad, dropped, b
 
 
+def history_events(b: C.Batch, min_watch_s: float) -> np.ndarray:
+    """Rows that enter histories: watched >= ``min_watch_s`` (bool per row)."""
+    return b["play_time_ms"] / 1000.0 >= min_watch_s
+
+
 def histories(b: C.Batch, author_id: np.ndarray, history_length: int, min_watch_s: float) -> Dict[str, np.ndarray]:
     """Kept rows sorted by (user, time, row_id) -> {column: (n, L) array} + 'length' (module doc)."""
     if history_length < 1:
@@ -82,8 +87,9 @@ def histories(b: C.Batch, author_id: np.ndarray, history_length: int, min_watch_
     starts = C.group_starts(g)
     p = C.known_prefix(g, t, 0)
     watch_s = b["play_time_ms"] / 1000.0
-    eligible = np.flatnonzero(watch_s >= min_watch_s)
-    before = np.concatenate([[0], np.cumsum(watch_s >= min_watch_s)])  # eligible rows before a position
+    is_event = history_events(b, min_watch_s)
+    eligible = np.flatnonzero(is_event)
+    before = np.concatenate([[0], np.cumsum(is_event)])  # eligible rows before a position
     last, first = before[p] - 1, before[starts]
     idx = last[:, None] - np.arange(L)[None, :]
     valid = idx >= first[:, None]

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from components.log_example_gen import columns as C
-from components.log_example_gen import record_files
+from components.log_example_gen import record_files, user_batches
 
 DIR = "UserEvents"
 FILE_PREFIX, FILE_SUFFIX = "user_events", ".gz"
@@ -50,7 +50,7 @@ def encode(rows: C.Batch, author_id: np.ndarray, min_watch_s: float) -> List[byt
     from tfx_bsl.coders import example_coder
 
     watch_s = rows["play_time_ms"] / 1000.0
-    kept = np.flatnonzero(watch_s >= min_watch_s)
+    kept = np.flatnonzero(user_batches.history_events(rows, min_watch_s))
     if not len(kept):
         return []
     users = rows["user_id"][kept]

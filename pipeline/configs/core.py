@@ -12,6 +12,14 @@ MODEL_NAME = "watchtime_ranker"  # name in the serving path <base>/<MODEL_NAME>/
 OUTPUT_DIR = os.environ.get("OUTPUT_DIR", os.path.join(_ROOT, "outputs"))
 
 
+def env_flag(name: str, default: str) -> bool:
+    """An on/off switch from the environment: "1" on, "0" off; ValueError otherwise."""
+    value = os.environ.get(name, default)
+    if value not in ("0", "1"):
+        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
 def output_paths(output_dir: str) -> dict:
     """Pipeline root, MLMD SQLite file and serving base directory under one output root."""
     return {

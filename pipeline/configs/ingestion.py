@@ -2,6 +2,7 @@
 import os
 
 from components.log_example_gen.config import LogExampleGenConfig
+from pipeline.configs.core import env_flag
 from models import features as _features
 from schemas import kuairand_format
 
@@ -96,14 +97,7 @@ SIGNAL_FAMILIES = _signal_families(os.environ.get("LOG_SIGNAL_FAMILIES", ""), _f
 # components/log_example_gen/user_events.py: lifelong histories for models that read
 # thousands of events; the examples keep their HISTORY_LENGTH). LOG_USER_EVENTS=1 turns it
 # on; off by default (no model of the pipeline reads it yet: bench/bench_lifelong.py).
-def _flag(name: str) -> bool:
-    value = os.environ.get(name, "0").strip()
-    if value not in ("0", "1", ""):
-        raise ValueError(f"{name} must be 0 or 1, got {value!r}")
-    return value == "1"
-
-
-USER_EVENTS = _flag("LOG_USER_EVENTS")
+USER_EVENTS = env_flag("LOG_USER_EVENTS", "0")
 # Beam argument sets per runner for the Beam stages (LogExampleGen, StatisticsGen,
 # Transform, Evaluator): pipeline.runners.beam_args(runner, **values) fills the {fields}
 # and refuses a missing one. DirectRunner: one machine (multi_processing uses

@@ -4,6 +4,7 @@ import os
 from models import features as _features
 from models.training.config import TrainerConfig
 from models.transform_config import TransformConfig
+from pipeline.configs.core import env_flag
 from pipeline.configs.ingestion import HISTORY_LENGTH
 
 # ---------------------------------------------------------------- Transform
@@ -192,20 +193,14 @@ OPTIMIZER = os.environ.get("OPTIMIZER", "lazy_adam")
 # deterministic ops and one-thread pools, so the same SEED and data give bit-identical
 # predictions (`make run` fixes the pools before TensorFlow starts). Off by default: it is
 # slower (README "Reproducible runs" has the measured cost).
-DETERMINISTIC = os.environ.get("DETERMINISTIC", "0")
-if DETERMINISTIC not in ("0", "1"):
-    raise ValueError(f"DETERMINISTIC must be 0 or 1, got {DETERMINISTIC!r}")
-DETERMINISTIC = DETERMINISTIC == "1"
+DETERMINISTIC = env_flag("DETERMINISTIC", "0")
 
 # Click calibration (#37, models/heads/calibration.py): p_click = σ(a·logit + b), (a, b) fitted
 # on the validation split after training and stored in the model (the SavedModel, the
 # Publisher and serving carry it). Without it the eval days' mean predicted / observed CTR
 # was 1.03-1.06 (DIN, 3 seeds, bench/results/rankers_signals.json); with it see
 # bench/results/calibration.json. CALIBRATE_CLICK=0 leaves the layer the identity.
-CALIBRATE_CLICK = os.environ.get("CALIBRATE_CLICK", "1")
-if CALIBRATE_CLICK not in ("0", "1"):
-    raise ValueError(f"CALIBRATE_CLICK must be 0 or 1, got {CALIBRATE_CLICK!r}")
-CALIBRATE_CLICK = CALIBRATE_CLICK == "1"
+CALIBRATE_CLICK = env_flag("CALIBRATE_CLICK", "1")
 
 # Distribution strategy (models/training/strategies.py): "mirrored" (default; all local
 # devices), "multi_worker" (TF_CONFIG) or "parameter_server" (TF_CONFIG; embedding

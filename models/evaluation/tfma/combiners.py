@@ -362,8 +362,7 @@ class HistogramCombiner(beam.CombineFn):
             raise ValueError(f"{'prediction' if self._by_prediction else 'label'} is NaN: "
                              "no calibration-histogram bucket")
         b = (v - self._left) / self._range * self._num_buckets + 1
-        ids = np.where(b < 0, 0, np.where(b >= self._num_buckets + 1, self._num_buckets + 1,
-                                          np.trunc(np.nan_to_num(b)))).astype(np.int64)
+        ids = np.clip(np.floor(b), 0, self._num_buckets + 1).astype(np.int64)  # TFMA's int() of b >= 0
         return _bucket_sums(ids, np.stack([labels * weights, preds * weights, weights], axis=1))
 
     def _flush(self, acc: Histogram) -> Histogram:
