@@ -75,22 +75,26 @@ def frames(records: Sequence[bytes], tails: Optional[np.ndarray] = None) -> byte
 def read_frames(path: str, keep: Callable[[int], np.ndarray]) -> Iterator[bytes]:
     """The records of the TFRecord file ``path`` (gzipped if it starts with gzip's magic)
     that ``keep`` selects: ``keep(start)`` -> a bool mask of records start, start + 1, ...
-    A skipped record costs its read and its length CRC; a kept one is CRC-checked too.
+    A skipped record costs its read; each distinct 12-byte header (length and its CRC) is
+    checked once per file, and a kept record's data CRC is checked too.
     A corrupt or truncated file raises ValueError naming the file and the record."""
     raw = FileSystems.open(path, compression_type="uncompressed")
     head = raw.read(2)
     raw.seek(0)
     stream = io.BufferedReader(_gzip.GzipFile(fileobj=raw, mode="rb") if head == b"\x1f\x8b" else raw, 1 << 20)
     read, mask, start, index = stream.read, keep(0), 0, 0
+    heads = set()  # the 12-byte headers already checked (lengths repeat)
     try:
         while True:
             if index - start == len(mask):
                 start, mask = index, keep(index)
             frame = read(12)
-            if not frame:
-                return
-            if len(frame) < 12 or _CRC.unpack_from(frame, 8)[0] != masked_crc(frame[:8]):
-                raise ValueError(f"{path}: record {index}: truncated or corrupt length")
+            if frame not in heads:
+                if not frame:
+                    return
+                if len(frame) < 12 or _CRC.unpack_from(frame, 8)[0] != masked_crc(frame[:8]):
+                    raise ValueError(f"{path}: record {index}: truncated or corrupt length")
+                heads.add(frame)
             size = _LEN.unpack_from(frame)[0]
             body = read(size + 4)
             if len(body) < size + 4:

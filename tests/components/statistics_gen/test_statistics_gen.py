@@ -213,3 +213,39 @@ def test_component_keeps_tfx_interface():
     assert gen.id == "StatisticsGen"
     assert gen.exec_properties[SAMPLE_ROWS_KEY] == 1000
     assert gen.outputs["statistics"].type == standard_artifacts.ExampleStatistics
+
+
+def test_one_graph_for_all_splits_equals_a_graph_per_split(examples, tmp_path, monkeypatch):
+    """The splits keyed through TFDV's sliced statistics (one Beam graph) give each split the
+    statistics of its own GenerateStatistics, proto for proto (histograms and quantiles too)."""
+    from components.statistics_gen import executor as ours
+
+    one = _run(Executor, examples, tmp_path, "one", **{SAMPLE_ROWS_KEY: 1000})
+    monkeypatch.setattr(ours, "_per_split", lambda options, sharded: True)
+    each = _run(Executor, examples, tmp_path, "each", **{SAMPLE_ROWS_KEY: 1000})
+    for split in SIZES:
+        a, b = _stats(one, split), _stats(each, split)
+        assert a.name == b.name == "" and a.num_examples > 0
+        assert a == b
+
+
+def test_feature_allowlist_and_an_empty_split_as_tfx(tmp_path):
+    """TFX's options reach the one graph as they reach GenerateStatistics: a feature allowlist;
+    a split with no examples gets TFX's statistics of no input (an empty dataset)."""
+    import tensorflow_data_validation as tfdv
+
+    art = standard_artifacts.Examples()
+    art.uri = str(tmp_path / "examples")
+    art.split_names = artifact_utils.encode_split_names(["train", "empty"])
+    for split, records in (("train", _records("train", 0)), ("empty", [])):
+        w = record_files.ShardWriter(os.path.join(art.uri, f"Split-{split}", "data_tfrecord-00000-of-00001.gz"),
+                                     str(tmp_path / "tmp"))
+        w.write(records)
+        w.close()
+    options = tfdv.StatsOptions(feature_allowlist=["tab", "watch_s"]).to_json()
+    ours = _run(Executor, art, tmp_path, "ours", stats_options_json=options)
+    theirs = _run(tfx_executor.Executor, art, tmp_path, "tfx", stats_options_json=options)
+    train = _summary(_stats(ours, "train"))
+    assert train == _summary(_stats(theirs, "train")) and set(train) == {"num_examples", "tab", "watch_s"}
+    assert _stats(ours, "empty") == _stats(theirs, "empty")
+    assert _stats(ours, "empty").num_examples == 0 and not _stats(ours, "empty").features
