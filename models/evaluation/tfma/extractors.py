@@ -42,6 +42,9 @@ from tensorflow_model_analysis.slicer import slicer_lib as slicer
 
 from models.evaluation.tfma import predictions
 from models.evaluation.tfma.specs import CUSTOM_MODULES
+from models.tfrecord_crc import use_hardware_crc32c
+
+use_hardware_crc32c()  # the Evaluator reads the examples through Beam's TFRecord reader (models/tfrecord_crc.py)
 
 # Built-ins whose combiners sum over every (label, prediction) value of an input, so a
 # batch of rows gives what its rows one by one give (TFMA 0.47: calibration.py,
