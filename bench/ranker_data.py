@@ -27,10 +27,12 @@ USER_STATE_FEATURES = tuple(F.HISTORY_FEATURES + [F.HISTORY_TAB_FEATURE, F.HISTO
                             + [k for k in F.USER_SIGNAL_FEATURES
                                if k not in _CONTEXT_SIGNALS + USER_TAB_STATE_FEATURES])
 # signal families (#37): the user's recent outcomes and session are per-user state, the in-tab
-# ones per (user, tab); the per-(user, hour) and per-(user, candidate author/tag/music)
-# ones (time_context, target_match) keep running
+# ones and the in-tab watch ratios per (user, tab); the per-(user, hour) and per-(user,
+# candidate author/tag/music/duration) ones (time_context, target_match, the other watch
+# ones) keep running
 USER_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["recent"]) + tuple(F.FAMILY_SIGNAL_TRANSFORMS["session"])
-USER_TAB_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["in_tab"])
+USER_TAB_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["in_tab"]) + (
+    "sig_user_tab_last10_ratio", "sig_user_tab_last20_ratio")
 
 
 def cache_key(logs, train_days, eval_days) -> dict:

@@ -101,12 +101,15 @@ FAMILY_SIGNAL_TRANSFORMS = {
     "target_match": {**{f"sig_user_{k}_n": "log1p" for k in ("author", "tag", "music")},
                      **{f"sig_user_{k}_ctr": "logit" for k in ("author", "tag")}},
     "time_context": {"sig_user_hour_ctr": "logit", "sig_user_hour_n": "log1p"},
+    "watch": {"sig_user_tab_last10_ratio": "none", "sig_user_tab_last20_ratio": "none",
+              "sig_user_dur_watch": "none", "sig_user_author_watch": "none"},
 }
 FAMILY_TRANSFORMS = {k: g for names in FAMILY_SIGNAL_TRANSFORMS.values() for k, g in names.items()}
 FAMILY_FEATURES = list(FAMILY_TRANSFORMS)
-# family signals of the user and the request context (tab, hour) alone; target_match's
-# depend on the candidate's author / tag / music
-USER_FAMILY_FEATURES = [k for f in ("in_tab", "recent", "session", "time_context") for k in FAMILY_SIGNAL_TRANSFORMS[f]]
+# family signals of the user and the request context (tab, hour) alone; target_match's and
+# watch's per-duration / per-author means depend on the candidate
+USER_FAMILY_FEATURES = ([k for f in ("in_tab", "recent", "session", "time_context") for k in FAMILY_SIGNAL_TRANSFORMS[f]]
+                        + ["sig_user_tab_last10_ratio", "sig_user_tab_last20_ratio"])
 FAMILIES_TOKEN = "families"  # LOG_SIGNALS: every family signal
 
 

@@ -1,4 +1,4 @@
-"""Optional signal families of a user's recent outcomes, session and target match (#37).
+"""Optional signal families of a user's recent outcomes, session, target match and watch (#37).
 
 Computed on the kept rows of many users (a user shard, as columns: columns.py), behind
 LogExampleGenConfig.signal_families: off by default, so the default examples are
@@ -35,6 +35,13 @@ only on u's impression times <= t_i):
     sig_user_{author,tag,music}_n = |I_g(i)|
     sig_user_{author,tag}_ctr     = (Σ_{K_g} y + A·e) / (|K_g| + A)
 
+``watch`` (the watch side, #37: w_j as above, r_j = min(max(watch_j, 0) / max(duration_j,
+1 s), 2) as in signals.py; the prior is the user's own mean over K_u, m_u(i) = mean_{K_u} w
+and ρ_u(i) = mean_{K_u} r, 0 when K_u is empty; d_i = the candidate's duration bucket):
+    sig_user_tab_lastN_ratio = (Σ_{R_N(K_(u,tab_i))} r + A·ρ_u(i)) / (|R_N| + A)  N = 10, 20
+    sig_user_dur_watch       = (Σ_{K_(u,d_i)} w + A·m_u(i)) / (|K_(u,d_i)| + A)
+    sig_user_author_watch    = (Σ_{K_(u,a_i)} w + A·m_u(i)) / (|K_(u,a_i)| + A)  (a missing author: m_u(i))
+
 ``time_context`` (g = (u, hour_i), the hour of day of the log's ``hourmin``):
     sig_user_hour_ctr = (Σ_{K_g} y + A·e) / (|K_g| + A);  sig_user_hour_n = |I_g(i)|
 (the tab's CTR at this hour needs every user's rows: an entity pass, not built yet).
@@ -48,6 +55,7 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from components.log_example_gen import columns as C
+from components.log_example_gen import signal_columns as SC
 from components.log_example_gen import signals as S
 from models import features as F
 
@@ -58,6 +66,7 @@ TAB_WINDOWS = (10, 20, 50)
 RECENT_WINDOWS = (5, 10, 20)
 MATCH_KEYS = ("author", "tag", "music")
 MATCH_RATES = ("author", "tag")
+WATCH_TAB_WINDOWS = (10, 20)
 
 # the names (and each one's model-input transform) are registered in models/features.py
 FAMILIES: Dict[str, Tuple[str, ...]] = {f: tuple(names) for f, names in F.FAMILY_SIGNAL_TRANSFORMS.items()}
@@ -176,13 +185,35 @@ def time_context(b: C.Batch, delay_ms: int) -> Dict[str, np.ndarray]:
     return {f"sig_user_hour_{k}": v for k, v in _user_key(b, b["hour"], delay_ms, True).items()}
 
 
+def watch(b: C.Batch, delay_ms: int) -> Dict[str, np.ndarray]:
+    w = np.log1p(np.maximum(b["watch_s"], 0.0))
+    r = SC.watch_ratio(b["watch_s"], b["duration_s"])
+    user = _Groups(C.group_codes(b["user_id"]), b, delay_ms)
+    s = C.prefix_sums(user.g, user.starts, user.p, {"w": w[user.order], "r": r[user.order]})
+    n = user.p - user.starts
+    prior = user.unsort({k: np.where(n > 0, s[k] / np.maximum(n, 1), 0.0) for k in s})  # m_u, ρ_u
+    gr = _Groups(C.group_codes(b["user_id"], b["tab"]), b, delay_ms)
+    out = {}
+    for width in WATCH_TAB_WINDOWS:
+        count, sums = C.window_sums(gr.g, gr.starts, gr.p, width, {"r": r[gr.order]})
+        out[f"sig_user_tab_last{width}_ratio"] = S.smoothed(sums["r"], count, prior["r"][gr.order])
+    out = gr.unsort(out)
+    for key, ids in (("dur", b["duration_bucket"]), ("author", b["author_id"])):
+        gk = _Groups(C.group_codes(b["user_id"], ids), b, delay_ms)
+        m = prior["w"][gk.order]
+        total = C.prefix_sums(gk.g, gk.starts, gk.p, {"w": w[gk.order]})["w"]
+        mean = S.smoothed(total, (gk.p - gk.starts).astype(np.float64), m)
+        out.update(gk.unsort({f"sig_user_{key}_watch": np.where(ids[gk.order] < 0, m, mean)}))
+    return out
+
+
 _PASSES = {"in_tab": in_tab, "recent": recent, "session": session, "target_match": target_match,
-           "time_context": time_context}
+           "time_context": time_context, "watch": watch}
 
 
 def family_columns(b: C.Batch, families: Sequence[str], delay_ms: int) -> Dict[str, np.ndarray]:
     """Kept rows of whole users (columns user_id, time_ms, row_id, tab, is_click, watch_s,
-    long_view, e_tab, author_id, tag_id, music_id, hour) -> {signal: float64 per row, rows' order}
+    duration_s, duration_bucket, long_view, e_tab, author_id, tag_id, music_id, hour) -> {signal: float64 per row, rows' order}
     of the chosen families (module doc)."""
     out: Dict[str, np.ndarray] = {}
     for family in check_families(families):

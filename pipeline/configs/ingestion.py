@@ -75,7 +75,7 @@ LABEL_DELAY_S = 300.0
 # near the logs' CTR (0.46 on 05-02); it only matters for a tab's first impressions.
 SIGNAL_PRIOR_CTR = 0.45
 # Optional signal families (#37, components/log_example_gen/signal_families.py: in_tab,
-# recent, session, target_match, time_context), written as extra float features of the
+# recent, session, target_match, time_context, watch), written as extra float features of the
 # examples when named: "" (default: none, the examples are unchanged), "all", or a comma
 # list. Model inputs when LOG_SIGNALS names them (models/features.py: a family, "families"
 # or a family signal): then LogExampleGen writes every family (the schema

@@ -8,12 +8,15 @@ def test_user_state_lists():
     assert "sig_user_coec" in USER_STATE_FEATURES and "hist_is_click" in USER_STATE_FEATURES
     assert "sig_tab_ctr" not in USER_STATE_FEATURES  # request context, not user state
     assert USER_TAB_STATE_FEATURES[0] == "sig_user_tab_ctr"
-    # signal families (#37): recent / session per user, in-tab per (user, tab); the per-(user,
-    # candidate author/tag/music) and per-(user, hour) ones are not frozen
+    # signal families (#37): recent / session per user, in-tab (and the in-tab watch ratios) per
+    # (user, tab); the per-(user, candidate author/tag/music/duration) and per-(user, hour)
+    # ones are not frozen
     assert {"sig_last5_click", "sig_since_long_view", "sig_session_position"} <= set(USER_STATE_FEATURES)
     assert set(USER_TAB_STATE_FEATURES[1:]) == {"sig_user_tab_last10_click", "sig_user_tab_last20_click",
-                                                "sig_user_tab_last50_click", "sig_user_tab_since_click"}
-    assert not {"sig_user_author_n", "sig_user_hour_ctr"} & set(USER_STATE_FEATURES + USER_TAB_STATE_FEATURES)
+                                                "sig_user_tab_last50_click", "sig_user_tab_since_click",
+                                                "sig_user_tab_last10_ratio", "sig_user_tab_last20_ratio"}
+    assert not ({"sig_user_author_n", "sig_user_hour_ctr", "sig_user_dur_watch", "sig_user_author_watch"}
+                & set(USER_STATE_FEATURES + USER_TAB_STATE_FEATURES))
 
 
 def test_freeze_user_state_by_hand():

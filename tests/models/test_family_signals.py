@@ -23,7 +23,7 @@ def test_log_signals_take_family_names():
     assert F.parse_enabled_signals("session") == session
     assert F.parse_enabled_signals("sig_user_lift, session") == ("sig_user_lift",) + session
     assert F.parse_enabled_signals("families") == tuple(F.FAMILY_FEATURES)
-    assert len(F.FAMILY_FEATURES) == 23 == len(set(F.FAMILY_FEATURES))
+    assert len(F.FAMILY_FEATURES) == 27 == len(set(F.FAMILY_FEATURES))
     # "all" keeps its meaning (the 17 signals and hist_tab): recorded commands still reproduce
     assert F.parse_enabled_signals("all") == tuple(F.SIGNAL_FEATURES) + ("hist_tab",)
     assert F.parse_enabled_signals("all,families") == tuple(F.SIGNAL_FEATURES) + ("hist_tab",) + tuple(F.FAMILY_FEATURES)
@@ -37,8 +37,10 @@ def test_the_registry_is_what_log_example_gen_computes():
     assert SF.FAMILIES == {f: tuple(names) for f, names in F.FAMILY_SIGNAL_TRANSFORMS.items()}
     assert set(F.FAMILY_TRANSFORMS.values()) <= {"logit", "log1p", "none"}
     assert not set(F.FAMILY_FEATURES) & set(F.SIGNAL_FEATURES + F.RAW_FLOAT_FEATURES)
-    # user side = the user and the request context (tab, hour); target_match reads the candidate
-    assert set(F.FAMILY_FEATURES) - set(F.USER_FAMILY_FEATURES) == set(F.FAMILY_SIGNAL_TRANSFORMS["target_match"])
+    # user side = the user and the request context (tab, hour); target_match and the watch
+    # family's per-duration / per-author means read the candidate
+    assert set(F.FAMILY_FEATURES) - set(F.USER_FAMILY_FEATURES) == set(F.FAMILY_SIGNAL_TRANSFORMS["target_match"]) | {
+        "sig_user_dur_watch", "sig_user_author_watch"}
 
 
 def test_schemas_with_and_without_families():

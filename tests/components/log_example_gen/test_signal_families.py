@@ -25,7 +25,8 @@ def random_rows(n, seed, delay_ms):
         rows.append({"row_id": k, "user_id": user, "time_ms": t[user], "tab": rng.randrange(2),
                      "is_click": rng.randrange(2), "long_view": rng.randrange(2), "watch_s": rng.random() * 30,
                      "e_tab": rng.choice([0.3, 0.45, 0.6]), "author_id": rng.choice([-1, 1, 2]),
-                     "tag_id": rng.choice([-1, 7, 8]), "music_id": rng.choice([-1, 5]), "hour": rng.choice([0, 23])})
+                     "tag_id": rng.choice([-1, 7, 8]), "music_id": rng.choice([-1, 5]), "hour": rng.choice([0, 23]),
+                     "duration_s": rng.choice([0.0, 0.5, 7.0, 40.0]), "duration_bucket": rng.randrange(3)})
     rng.shuffle(rows)  # the passes may not rely on the input order
     return rows
 
@@ -83,6 +84,19 @@ def naive(rows, delay_ms):
                 v[f"sig_user_{key}_ctr"] = e if a < 0 else _rate([r for r in K if r[f"{key}_id"] == a], e)
         v["sig_user_hour_ctr"] = _rate([r for r in K if r["hour"] == i["hour"]], e)
         v["sig_user_hour_n"] = sum(1 for r in seen if r["hour"] == i["hour"])
+        # watch: means shrunk to the user's own mean over K (w = log watch, r = capped watch ratio)
+        w = {r["row_id"]: S.log_watch(r["watch_s"]) for r in user}
+        ratio = {r["row_id"]: S.watch_ratio(r["watch_s"], r["duration_s"]) for r in user}
+        m_w = sum(w[r["row_id"]] for r in K) / len(K) if K else 0.0
+        m_r = sum(ratio[r["row_id"]] for r in K) / len(K) if K else 0.0
+        for n in SF.WATCH_TAB_WINDOWS:
+            last = _latest(k_tab, n)
+            v[f"sig_user_tab_last{n}_ratio"] = (sum(ratio[r["row_id"]] for r in last) + A * m_r) / (len(last) + A)
+        same_dur = [r for r in K if r["duration_bucket"] == i["duration_bucket"]]
+        v["sig_user_dur_watch"] = (sum(w[r["row_id"]] for r in same_dur) + A * m_w) / (len(same_dur) + A)
+        same_author = [r for r in K if r["author_id"] == i["author_id"]]
+        v["sig_user_author_watch"] = m_w if i["author_id"] < 0 else (
+            (sum(w[r["row_id"]] for r in same_author) + A * m_w) / (len(same_author) + A))
         out.append(v)
     return out
 
@@ -107,7 +121,8 @@ def test_hand_made_values_ties_delay_boundary_and_first_impression():
         dict(row_id=3, time_ms=1001, is_click=0, long_view=0),
     ]
     for r in rows:
-        r.update(user_id=1, tab=0, watch_s=0.0, e_tab=0.5, author_id=3, tag_id=-1, music_id=4, hour=1)
+        r.update(user_id=1, tab=0, watch_s=0.0, e_tab=0.5, author_id=3, tag_id=-1, music_id=4, hour=1,
+                 duration_s=10.0, duration_bucket=1)
     got = SF.family_columns(batch(rows), list(SF.FAMILIES), D)
     # first impressions (and the tie at t=0): nothing known -> prior, NONE, zero counts
     assert list(got["sig_last5_click"][:2]) == [0.5, 0.5]
@@ -137,6 +152,22 @@ def test_a_new_session_after_the_gap_resets_position_clicks_and_age():
     assert list(got["sig_session_position"]) == [0, 1, 0, 1]
     assert list(got["sig_session_clicks"]) == [0, 1, 0, 1]
     assert got["sig_session_age"] == pytest.approx([0, math.log1p(0.01), 0, math.log1p(0.01)])
+
+
+def test_watch_family_by_hand():
+    """Watch means shrunk to the user's own known mean: ratios capped at 2, a missing author
+    takes the prior, nothing known gives 0."""
+    rows = [dict(row_id=0, time_ms=0, watch_s=10.0, duration_s=20.0, duration_bucket=1, author_id=3),
+            dict(row_id=1, time_ms=1000, watch_s=30.0, duration_s=10.0, duration_bucket=2, author_id=3),
+            dict(row_id=2, time_ms=2000, watch_s=0.0, duration_s=5.0, duration_bucket=1, author_id=-1)]
+    for r in rows:
+        r.update(user_id=1, tab=0, is_click=0, long_view=0, e_tab=0.5, tag_id=1, music_id=1, hour=2)
+    got = SF.family_columns(batch(rows), ["watch"], 0)
+    w1, w2 = math.log1p(10.0), math.log1p(30.0)
+    m = (w1 + w2) / 2  # row 2's prior; r = 0.5 and min(3, 2) = 2, mean 1.25
+    assert list(got["sig_user_tab_last10_ratio"]) == pytest.approx([0.0, (0.5 + 2 * 0.5) / 3, (0.5 + 2 + 2 * 1.25) / 4])
+    assert list(got["sig_user_dur_watch"]) == pytest.approx([0.0, w1, (w1 + 2 * m) / 3])
+    assert list(got["sig_user_author_watch"]) == pytest.approx([0.0, w1, m])
 
 
 def test_own_tied_and_unarrived_labels_never_change_a_row():
