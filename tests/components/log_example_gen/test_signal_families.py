@@ -234,8 +234,10 @@ def test_the_component_writes_the_families_only_when_on_and_leaves_the_rest_unch
         _read_all(off.uri, SF.ALL_FEATURES[:1], 5)
     cols = {"user_id": "user_id", "time_ms": "time_ms", "tab": "tab", "is_click": "is_click",
             "long_view": "long_view", "watch_s": "watch_time_s", "e_tab": "sig_tab_ctr",
-            "author_id": "author_id", "tag_id": "tag_id", "music_id": "music_id", "hour": "hour"}
-    rows = [dict({c: got[f][k].item() for c, f in cols.items()}, row_id=k) for k in range(len(got["user_id"]))]
+            "author_id": "author_id", "tag_id": "tag_id", "music_id": "music_id", "hour": "hour",
+            "duration_s": "duration_s", "duration_bucket": "duration_bucket"}
+    scalar = lambda v: v.item() if isinstance(v, np.generic) else v  # noqa: E731 (duration_bucket: bytes, a key)
+    rows = [dict({c: scalar(got[f][k]) for c, f in cols.items()}, row_id=k) for k in range(len(got["user_id"]))]
     want = naive(rows, 300_000)
     for name in SF.ALL_FEATURES:  # float32 in the proto
         np.testing.assert_allclose(got[name], [w[name] for w in want], rtol=1e-6, atol=1e-6, err_msg=name)
