@@ -31,8 +31,8 @@ USER_STATE_FEATURES = tuple(F.HISTORY_FEATURES + [F.HISTORY_TAB_FEATURE, F.HISTO
 # candidate author/tag/music/duration) ones (time_context, target_match, the other watch
 # ones) keep running
 USER_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["recent"]) + tuple(F.FAMILY_SIGNAL_TRANSFORMS["session"])
-USER_TAB_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["in_tab"]) + (
-    "sig_user_tab_last10_ratio", "sig_user_tab_last20_ratio")
+USER_TAB_STATE_FEATURES += tuple(F.FAMILY_SIGNAL_TRANSFORMS["in_tab"]) + tuple(
+    k for k in F.FAMILY_SIGNAL_TRANSFORMS["watch"] if k in F.USER_FAMILY_FEATURES)
 
 
 def cache_key(logs, train_days, eval_days) -> dict:

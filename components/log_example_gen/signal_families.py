@@ -112,6 +112,12 @@ class _Groups:
         gap_s = (self.t - self.t[np.where(has, q, 0)]) / 1000.0
         return np.where(has, np.log1p(np.maximum(gap_s, 0.0)), NONE)
 
+    def known_mean(self, values: np.ndarray, prior: np.ndarray, missing: np.ndarray) -> np.ndarray:
+        """(Σ_{K_g} values + A·prior) / (|K_g| + A) per sorted row (sorted inputs); ``prior``
+        where ``missing`` (an id that matches nothing)."""
+        s = C.prefix_sums(self.g, self.starts, self.p, {"v": values})["v"]
+        return np.where(missing, prior, S.smoothed(s, (self.p - self.starts).astype(np.float64), prior))
+
     def unsort(self, out: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         return {k: C.unsort(np.asarray(v, dtype=np.float64), self.order) for k, v in out.items()}
 
@@ -167,9 +173,7 @@ def _user_key(b: C.Batch, ids: np.ndarray, delay_ms: int, rate: bool) -> Dict[st
     missing = ids[gr.order] < 0
     out = {"n": np.where(missing, 0, gr.q - gr.starts)}
     if rate:
-        s = C.prefix_sums(gr.g, gr.starts, gr.p, {"c": b["is_click"][gr.order].astype(np.float64)})["c"]
-        e = b["e_tab"][gr.order]
-        out["ctr"] = np.where(missing, e, S.smoothed(s, (gr.p - gr.starts).astype(np.float64), e))
+        out["ctr"] = gr.known_mean(b["is_click"][gr.order].astype(np.float64), b["e_tab"][gr.order], missing)
     return gr.unsort(out)
 
 
@@ -193,17 +197,12 @@ def watch(b: C.Batch, delay_ms: int) -> Dict[str, np.ndarray]:
     n = user.p - user.starts
     prior = user.unsort({k: np.where(n > 0, s[k] / np.maximum(n, 1), 0.0) for k in s})  # m_u, ρ_u
     gr = _Groups(C.group_codes(b["user_id"], b["tab"]), b, delay_ms)
-    out = {}
-    for width in WATCH_TAB_WINDOWS:
-        count, sums = C.window_sums(gr.g, gr.starts, gr.p, width, {"r": r[gr.order]})
-        out[f"sig_user_tab_last{width}_ratio"] = S.smoothed(sums["r"], count, prior["r"][gr.order])
-    out = gr.unsort(out)
+    ratio = r[gr.order]
+    out = gr.unsort(_windows(gr, WATCH_TAB_WINDOWS, prior["r"][gr.order], ratio, ratio, "sig_user_tab_last{}_ratio"))
     for key, ids in (("dur", b["duration_bucket"]), ("author", b["author_id"])):
         gk = _Groups(C.group_codes(b["user_id"], ids), b, delay_ms)
-        m = prior["w"][gk.order]
-        total = C.prefix_sums(gk.g, gk.starts, gk.p, {"w": w[gk.order]})["w"]
-        mean = S.smoothed(total, (gk.p - gk.starts).astype(np.float64), m)
-        out.update(gk.unsort({f"sig_user_{key}_watch": np.where(ids[gk.order] < 0, m, mean)}))
+        mean = gk.known_mean(w[gk.order], prior["w"][gk.order], ids[gk.order] < 0)
+        out.update(gk.unsort({f"sig_user_{key}_watch": mean}))
     return out
 
 
@@ -213,8 +212,8 @@ _PASSES = {"in_tab": in_tab, "recent": recent, "session": session, "target_match
 
 def family_columns(b: C.Batch, families: Sequence[str], delay_ms: int) -> Dict[str, np.ndarray]:
     """Kept rows of whole users (columns user_id, time_ms, row_id, tab, is_click, watch_s,
-    duration_s, duration_bucket, long_view, e_tab, author_id, tag_id, music_id, hour) -> {signal: float64 per row, rows' order}
-    of the chosen families (module doc)."""
+    duration_s, duration_bucket, long_view, e_tab, author_id, tag_id, music_id, hour)
+    -> {signal: float64 per row, rows' order} of the chosen families (module doc)."""
     out: Dict[str, np.ndarray] = {}
     for family in check_families(families):
         cols = _PASSES[family](b, delay_ms)
