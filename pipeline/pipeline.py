@@ -29,6 +29,7 @@ from typing import List, Optional
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from components.beam_dependencies import skip_for_local_runners
 from components.log_example_gen.component import LogExampleGen
 from components.log_example_gen.config import LogExampleGenConfig
 from components.model_report.component import ModelReport
@@ -40,6 +41,10 @@ from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
 from models.publishing.config import PublishConfig
 from models.training.config import TrainerConfig
 from models.transform_config import FORCE_TF_COMPAT_V1, TransformConfig
+
+# TFX's own Beam executors (Transform, Evaluator) run in this process on the LocalDagRunner:
+# no TFX sdist built for them on the DirectRunner either (components/beam_dependencies.py).
+skip_for_local_runners()
 
 RUN_MODES = ("batch", "full", "delta")
 CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot (RowCalibrationPlot)

@@ -14,12 +14,15 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
+from components.beam_dependencies import skip_for_local_runners
 from components.log_example_gen import beam_pipeline as bp
 from components.log_example_gen import counts as counts_lib
 from components.log_example_gen import inputs as inputs_lib
 from components.log_example_gen import time_split, user_events
 from components.log_example_gen.artifacts import num_examples_property
 from components.log_example_gen.config import LogExampleGenConfig
+
+skip_for_local_runners()  # no TFX sdist per run on the DirectRunner (components/beam_dependencies.py)
 
 INPUT_BASE_KEY = "input_base"
 EXAMPLES_KEY = "examples"

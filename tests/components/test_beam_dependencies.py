@@ -5,7 +5,7 @@ import pytest
 from tfx.dsl.components.base import base_beam_executor
 from tfx.utils import dependency_utils
 
-import components  # noqa: F401  (installs the wrapper, as any of our components does)
+import pipeline.pipeline  # noqa: F401  (installs the wrapper, as our Beam executors do)
 from components import beam_dependencies
 
 
@@ -55,7 +55,10 @@ def test_a_remote_runner_gets_tfx_s_extra_package_unless_it_names_its_dependenci
     assert with_setup == remote + ["--setup_file=./setup.py"]  # the caller's list not extended
 
 
-def test_installed_once_and_is_the_function_tfx_calls():
+def test_installed_by_our_beam_executors_and_the_pipeline_once():
+    import components.log_example_gen.executor  # noqa: F401
+    import components.statistics_gen.executor  # noqa: F401
+
     beam_dependencies.skip_for_local_runners()
     beam_dependencies.skip_for_local_runners()
     assert dependency_utils.make_beam_dependency_flags is beam_dependencies.make_beam_dependency_flags
