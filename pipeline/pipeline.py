@@ -35,6 +35,7 @@ from components.log_example_gen.config import LogExampleGenConfig
 from components.model_report.component import ModelReport
 from components.publisher.component import Publisher
 from components.statistics_gen.component import StatisticsGen
+from components.transform.component import Transform
 from models import features as F
 from models.evaluation import tfma as tfma_metrics
 from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
@@ -42,8 +43,8 @@ from models.publishing.config import PublishConfig
 from models.training.config import TrainerConfig
 from models.transform_config import FORCE_TF_COMPAT_V1, TransformConfig
 
-# TFX's own Beam executors (Transform, Evaluator) run in this process on the LocalDagRunner:
-# no TFX sdist built for them on the DirectRunner either (components/beam_dependencies.py).
+# TFX's own Beam executor (the Evaluator) runs in this process on the LocalDagRunner: no
+# TFX sdist built for it on the DirectRunner either (components/beam_dependencies.py).
 skip_for_local_runners()
 
 RUN_MODES = ("batch", "full", "delta")
@@ -181,7 +182,7 @@ def create_pipeline(
     if vocab_example_gen_config is not None and run_mode == "full":
         vocab_example_gen = LogExampleGen(input_base=data_path, config=vocab_example_gen_config).with_id(
             "VocabLogExampleGen")
-    transform = None if run_mode == "delta" else tfx.components.Transform(
+    transform = None if run_mode == "delta" else Transform(
         examples=(vocab_example_gen or example_gen).outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="models.preprocessing.preprocessing_fn",

@@ -72,6 +72,15 @@ def frames(records: Sequence[bytes], tails: Optional[np.ndarray] = None) -> byte
     return b"".join(parts)
 
 
+_ALL = np.ones(1 << 13, dtype=bool)
+_ALL.flags.writeable = False
+
+
+def keep_all(start: int) -> np.ndarray:
+    """``keep`` for ``read_frames`` that keeps every record."""
+    return _ALL
+
+
 def read_frames(path: str, keep: Callable[[int], np.ndarray]) -> Iterator[bytes]:
     """The records of the TFRecord file ``path`` (gzipped if it starts with gzip's magic)
     that ``keep`` selects: ``keep(start)`` -> a bool mask of records start, start + 1, ...

@@ -101,7 +101,7 @@ def read(examples_uri: str) -> Dict[int, Dict[str, np.ndarray]]:
         raise ValueError(f"no user events under {examples_uri} (LogExampleGen's user_events was off)")
     out: Dict[int, Dict[str, np.ndarray]] = {}
     for path in paths:
-        part = parse(record_files.read_frames(path, lambda start: np.ones(1 << 13, dtype=bool)))
+        part = parse(record_files.read_frames(path, record_files.keep_all))
         twice = set(part) & set(out)
         if twice:
             raise ValueError(f"{path}: users {sorted(twice)[:5]} are in another user-events file too")

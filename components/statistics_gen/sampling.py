@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
+from components.log_example_gen.record_files import keep_all
 from models.evaluation.tfma.sampling import splitmix64
 
 MIN_SAMPLE_ROWS = 1000
@@ -50,7 +51,7 @@ def record_mask(path: str, rate: float) -> Callable[[int], np.ndarray]:
     """``keep(start)`` for record_files.read_frames: which of records start..start+4095 of
     ``path`` are kept."""
     if rate >= 1.0:
-        return lambda start: np.ones(_CHUNK, dtype=bool)
+        return keep_all
     seed = np.uint64(zlib.crc32(os.path.basename(path).encode()))
     threshold = np.uint64(rate * _TWO_64)  # < 2^64: a float below 1 is at most 1 - 2^-53
     return lambda start: splitmix64(np.arange(start, start + _CHUNK, dtype=np.uint64) + seed) < threshold

@@ -1,0 +1,151 @@
+"""Transform with FramesTFXIO (components/transform/, #33): the same RecordBatches as
+TFX's TFExampleRecord, and the same transform graph as TFX's own Transform executor on
+the same examples (assets byte for byte, transformed features equal)."""
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+from tensorflow_transform.tf_metadata import schema_utils
+from tfx.components.transform import executor as tfx_executor
+from tfx.dsl.components.base import base_beam_executor
+from tfx.proto import transform_pb2
+from tfx.types import artifact_utils, channel_utils, standard_artifacts
+from tfx_bsl.tfxio import tf_example_record
+
+from components.log_example_gen import record_files
+from components.transform.component import Transform
+from components.transform.executor import Executor
+from components.transform.frames_tfxio import FramesTFXIO
+from models import features as F
+from models.transform_config import FORCE_TF_COMPAT_V1
+from pipeline import configs
+from tests.helpers.ranker_utils import raw_batch, raw_rows, serialize_rows
+
+L = 5
+SHARDS = {"train": [130, 110], "eval": [60]}  # rows per shard file
+BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transform_examples")
+    rows = raw_rows(sum(sum(v) for v in SHARDS.values()), L, seed=3)
+    examples = standard_artifacts.Examples()
+    examples.uri = str(root / "examples")
+    examples.split_names = artifact_utils.encode_split_names(list(SHARDS))
+    start = 0
+    for split, sizes in SHARDS.items():
+        for shard, n in enumerate(sizes):
+            w = record_files.ShardWriter(os.path.join(examples.uri, f"Split-{split}", record_files.shard_name(
+                "data_tfrecord", shard, len(sizes), ".gz")), str(root / ".tmp"))
+            w.write(serialize_rows(rows[start:start + n]))
+            w.close()
+            start += n
+    schema = standard_artifacts.Schema()
+    schema.uri = str(root / "schema")
+    os.makedirs(schema.uri)
+    from tfx.utils import io_utils
+
+    io_utils.write_pbtxt_file(os.path.join(schema.uri, "schema.pbtxt"),
+                              schema_utils.schema_from_feature_spec(F.raw_feature_spec(L)))
+    return rows, examples, schema
+
+
+_COLLECTED = []  # the in-memory DirectRunner runs _collect in this process
+
+
+def _collect(batch):
+    _COLLECTED.append(batch)
+
+
+def _batches(tfxio, batch_size=None):
+    _COLLECTED.clear()
+    with beam.Pipeline() as p:
+        _ = p | tfxio.BeamSource(batch_size) | beam.Map(_collect)
+    return list(_COLLECTED)
+
+
+def _sorted_rows(batches):
+    """The rows of `batches` in a fixed order (a PCollection has none)."""
+    return sorted(pa.Table.from_batches(batches).to_pylist(), key=repr)
+
+
+@pytest.mark.parametrize("batch_size", [None, 7])
+def test_frames_tfxio_gives_tfx_s_record_batches(data, batch_size):
+    _, examples, _ = data
+    schema = schema_utils.schema_from_feature_spec(F.raw_feature_spec(L))
+    pattern = os.path.join(examples.uri, "Split-train", "*")
+    ours, tfx = FramesTFXIO(pattern, schema=schema), tf_example_record.TFExampleRecord(pattern, schema=schema)
+    assert ours.ArrowSchema().equals(tfx.ArrowSchema())
+    got, want = _batches(ours, batch_size), _batches(tfx)
+    assert all(b.schema.equals(ours.ArrowSchema()) for b in got)
+    if batch_size:
+        assert max(b.num_rows for b in got) == batch_size
+    assert sum(b.num_rows for b in got) == 240
+    assert _sorted_rows(got) == _sorted_rows(want)
+
+    projected = ours.Project(["video_id", "hist_video_id"])
+    assert isinstance(projected.projected, FramesTFXIO)  # TFXIO wraps the projection
+    assert projected.ArrowSchema().names == ["hist_video_id", "video_id"]
+    assert _sorted_rows(_batches(projected)) == _sorted_rows(_batches(tfx.Project(["video_id", "hist_video_id"])))
+
+
+def test_frames_tfxio_names_a_pattern_without_files_and_a_corrupt_file(data, tmp_path):
+    _, examples, _ = data
+    with pytest.raises(ValueError, match="no files match .*Split-nope"):
+        FramesTFXIO(os.path.join(examples.uri, "Split-nope", "*")).BeamSource()
+    bad = tmp_path / "bad.gz"
+    good = open(os.path.join(examples.uri, "Split-eval", record_files.shard_name("data_tfrecord", 0, 1, ".gz")),
+                "rb").read()
+    import gzip
+
+    raw = bytearray(gzip.decompress(good))
+    raw[40] ^= 0xFF  # a byte of the first record's data
+    bad.write_bytes(gzip.compress(bytes(raw)))
+    with pytest.raises(Exception, match="bad.gz: record 0: corrupt data"):
+        _batches(FramesTFXIO(str(bad)))
+
+
+def _run(executor_cls, data, out_dir):
+    _, examples, schema = data
+    component = Transform(
+        examples=channel_utils.as_channel([examples]), schema=channel_utils.as_channel([schema]),
+        preprocessing_fn="models.preprocessing.preprocessing_fn",
+        custom_config=configs.TRANSFORM.to_custom_config(),
+        splits_config=transform_pb2.SplitsConfig(analyze=["train"], transform=[]),
+        materialize=False, disable_statistics=True, disable_analyzer_cache=True,
+        force_tf_compat_v1=FORCE_TF_COMPAT_V1)
+    graph = standard_artifacts.TransformGraph()
+    graph.uri = str(out_dir / "transform_graph")
+    ctx = base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=BEAM_ARGS, tmp_dir=str(out_dir / "tmp"))
+    props = {k: v for k, v in component.exec_properties.items() if v is not None}
+    executor_cls(ctx).Do({"examples": [examples], "schema": [schema]}, {"transform_graph": [graph]}, props)
+    return graph.uri
+
+
+def test_transform_graph_equals_tfx_s_executor(data, tmp_path):
+    import tensorflow_transform as tft
+
+    rows = data[0]
+    ours, theirs = _run(Executor, data, tmp_path / "ours"), _run(tfx_executor.Executor, data, tmp_path / "tfx")
+    assets = sorted(os.listdir(os.path.join(ours, "transform_fn", "assets")))
+    assert assets == sorted(os.listdir(os.path.join(theirs, "transform_fn", "assets"))) and assets
+    for name in assets:
+        a, b = (open(os.path.join(d, "transform_fn", "assets", name), "rb").read() for d in (ours, theirs))
+        assert a == b, name
+    batch = {k: tf.constant(v) for k, v in raw_batch(rows[:64], L).items()}
+    got = tft.TFTransformOutput(ours).transform_features_layer()(batch)
+    want = tft.TFTransformOutput(theirs).transform_features_layer()(batch)
+    assert sorted(got) == sorted(want) and got
+    for k in want:
+        np.testing.assert_array_equal(got[k].numpy(), want[k].numpy(), err_msg=k)
+
+
+def test_the_pipeline_s_transform_uses_this_executor():
+    assert Transform.EXECUTOR_SPEC.executor_class is Executor
+    assert issubclass(Executor, tfx_executor.Executor)
+    assert json.loads(json.dumps(configs.TRANSFORM.to_custom_config()))  # what the component serialises
