@@ -18,7 +18,7 @@ from tfx_bsl.tfxio import tf_example_record
 
 from components.log_example_gen import record_files
 from components.transform.component import Transform
-from components.transform.executor import Executor
+from components.transform.executor import Executor, FramesTransformProcessor
 from components.transform.frames_tfxio import FramesTFXIO
 from models import features as F
 from models.transform_config import FORCE_TF_COMPAT_V1
@@ -145,7 +145,12 @@ def test_transform_graph_equals_tfx_s_executor(data, tmp_path):
         np.testing.assert_array_equal(got[k].numpy(), want[k].numpy(), err_msg=k)
 
 
-def test_the_pipeline_s_transform_uses_this_executor():
+def test_the_pipeline_s_transform_reads_through_frames_tfxio(data, tmp_path, monkeypatch):
+    made = []
+    real = FramesTFXIO.BeamSource
+    monkeypatch.setattr(FramesTFXIO, "BeamSource", lambda self, *a: made.append(self) or real(self, *a))
+    _run(Executor, data, tmp_path)
+    assert made and all(t._file_pattern[0].endswith(os.path.join("Split-train", "*")) for t in made)
+    assert tfx_executor.TransformProcessor is not FramesTransformProcessor  # restored
     assert Transform.EXECUTOR_SPEC.executor_class is Executor
-    assert issubclass(Executor, tfx_executor.Executor)
     assert json.loads(json.dumps(configs.TRANSFORM.to_custom_config()))  # what the component serialises
