@@ -29,6 +29,7 @@ from tfx_bsl.coders import example_coder
 from tfx_bsl.tfxio import tf_example_record
 
 from components.log_example_gen.record_files import keep_all, read_frames
+from components.transform.example_decoder import ExampleDecoder
 
 DEFAULT_BATCH = 1000  # TFXIO's own cap on a tuned batch (tfx_bsl.coders.batch_util)
 
@@ -52,7 +53,7 @@ class _ReadDecode(beam.DoFn):
         self._schema, self._batch = serialized_schema, batch
 
     def setup(self):
-        self._decoder = (example_coder.ExamplesToRecordBatchDecoder(self._schema) if self._schema
+        self._decoder = (ExampleDecoder(self._schema) if self._schema
                          else example_coder.ExamplesToRecordBatchDecoder())
 
     def process(self, path: str):

@@ -154,3 +154,52 @@ def test_the_pipeline_s_transform_reads_through_frames_tfxio(data, tmp_path, mon
     assert tfx_executor.TransformProcessor is not FramesTransformProcessor  # restored
     assert Transform.EXECUTOR_SPEC.executor_class is Executor
     assert json.loads(json.dumps(configs.TRANSFORM.to_custom_config()))  # what the component serialises
+
+
+def _tf_example(**features) -> bytes:
+    def feature(v):
+        if v and isinstance(v[0], bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=v))
+        if v and isinstance(v[0], float):
+            return tf.train.Feature(float_list=tf.train.FloatList(value=v))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+    return tf.train.Example(features=tf.train.Features(
+        feature={k: feature(v) for k, v in features.items()})).SerializeToString()
+
+
+def test_example_decoder_gives_tfx_bsl_s_batches_and_falls_back_where_the_parse_cannot_tell():
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx_bsl.coders import example_coder
+
+    from components.transform.example_decoder import ExampleDecoder
+
+    schema = schema_pb2.Schema()
+    for name, kind in (("i", schema_pb2.INT), ("f", schema_pb2.FLOAT), ("s", schema_pb2.BYTES)):
+        schema.feature.add(name=name, type=kind)
+    serialized = schema.SerializeToString()
+    ours, tfx_bsl = ExampleDecoder(serialized), example_coder.ExamplesToRecordBatchDecoder(serialized)
+    full = [_tf_example(i=[n, -n], f=[n / 4.0], s=[b"x%d" % n, b""], extra=[1]) for n in range(5)]
+    batches = {
+        "every feature present": full,
+        "a missing feature": full[:2] + [_tf_example(i=[7], f=[1.0])],
+        "an empty list": full[:2] + [_tf_example(i=[], f=[1.0], s=[b"y"])],
+        "no records": [],
+    }
+    expect_fallback = {"every feature present": 0, "a missing feature": 1, "an empty list": 1, "no records": 0}
+    for name, records in batches.items():
+        before = ours.fallback_batches
+        got, want = ours.DecodeBatch(records), tfx_bsl.DecodeBatch(records)
+        assert got.equals(want), name
+        assert ours.fallback_batches - before == expect_fallback[name], name
+    assert ours.ArrowSchema().equals(tfx_bsl.ArrowSchema())
+    with tf.Graph().as_default():  # graph mode: tfx-bsl decodes
+        before = ours.fallback_batches
+        assert ours.DecodeBatch(full).equals(tfx_bsl.DecodeBatch(full)) and ours.fallback_batches == before + 1
+    # last: a failed DecodeBatch leaves tfx-bsl's decoder unusable (its builders keep the partial batch)
+    wrong_type = full[:1] + [_tf_example(i=[1.5], f=[1.0], s=[b"z"])]
+    with pytest.raises(Exception) as ours_error:
+        ours.DecodeBatch(wrong_type)
+    with pytest.raises(Exception) as tfx_bsl_error:
+        tfx_bsl.DecodeBatch(wrong_type)
+    assert str(ours_error.value) == str(tfx_bsl_error.value)  # tfx-bsl's own error
