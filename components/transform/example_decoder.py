@@ -1,11 +1,13 @@
 """tf.Examples -> the RecordBatch tfx-bsl's decoder gives, parsed by TensorFlow's fast parser.
 
 tfx-bsl's ``ExamplesToRecordBatchDecoder(schema)`` parses each serialized tf.Example into
-a protobuf message and copies its features into Arrow builders: 38.7 µs for one of
-LogExampleGen's ~2.9 KB examples (68 features, six lists of 50) on this project's 2-core
-machine, the bulk of Transform's analysis. ``tf.io.parse_example`` with one
-``RaggedFeature`` per schema feature (TensorFlow's fast path, no messages) parses the
-same batch in 10.7 µs per example. For each feature f of the decoder's Arrow schema
+a protobuf message and copies its features into Arrow builders: 40.1-40.8 µs for one of
+LogExampleGen's ~2.9 KB examples (68 features, six lists of 50; 20,000 examples of the
+1M-row bench-scale train split in batches of 1,000, this project's 2-core machine), the
+bulk of Transform's analysis. ``tf.io.parse_example`` with one ``RaggedFeature`` per
+schema feature (TensorFlow's fast path, no messages; called eagerly, which beats a
+tf.function here) gives the same batches in 10.5-12.5 µs, Arrow columns included.
+For each feature f of the decoder's Arrow schema
 (order and types ``large_list<int64 | float | large_binary>``)::
 
     column f = LargeListArray(offsets = row_splits(f), values = values(f))
@@ -41,8 +43,7 @@ class ExampleDecoder:
                 raise ValueError(f"feature {field.name}: Arrow type {field.type} is not one of "
                                  f"tfx-bsl's tf.Example types")
             features[field.name] = tf.io.RaggedFeature(_TF_TYPES[field.type.value_type], row_splits_dtype=tf.int64)
-        self._parse = tf.function(lambda records: tf.io.parse_example(records, features),
-                                  input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+        self._features, self._parse_example = features, tf.io.parse_example
         self._invalid = tf.errors.InvalidArgumentError
         self._constant, self._eager = tf.constant, tf.executing_eagerly
         self.fallback_batches = 0  # batches tfx-bsl decoded (a row of length 0, a parse error, graph mode)
@@ -54,7 +55,7 @@ class ExampleDecoder:
         if not self._eager():  # inside a TF1 graph: tfx-bsl's decoder
             return self._decode_by_tfx_bsl(records)
         try:
-            parsed = self._parse(self._constant(records, dtype="string"))
+            parsed = self._parse_example(self._constant(records, dtype="string"), self._features)
         except self._invalid:
             return self._decode_by_tfx_bsl(records)
         columns = []
