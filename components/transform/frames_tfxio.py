@@ -10,12 +10,14 @@ decoder (py-spy, session 35).
 ``FramesTFXIO.BeamSource(batch_size)``::
 
     files(file_pattern) | Reshuffle | for each file: record_files.read_frames
-        -> DecodeBatch(batch_size records, default 1,000) -> pa.RecordBatch
+        -> ExampleDecoder.DecodeBatch(batch_size records, default 1,000) -> pa.RecordBatch
 
 The same records (every frame of every file matched, each length and data CRC
-checked, ValueError naming the file on a corrupt one), decoded by the same
-``ExamplesToRecordBatchDecoder`` with the same (projected) schema, so the same
-RecordBatch columns and ArrowSchema as ``TFExampleRecord``; batches may be cut
+checked, ValueError naming the file on a corrupt one), decoded into the RecordBatch
+tfx-bsl's ``ExamplesToRecordBatchDecoder`` gives with the same (projected) schema
+(``example_decoder.ExampleDecoder``: TensorFlow's parser, tfx-bsl's decoder where the two
+could differ; without a schema, tfx-bsl's decoder), so the same RecordBatch columns and
+ArrowSchema as ``TFExampleRecord``; batches may be cut
 elsewhere and the order of files may differ, which no consumer of a PCollection
 may rely on. Everything else (projection, TensorAdapter, TF datasets, raw records)
 is ``TFExampleRecord``'s; with a raw-record column it falls back to TFX's source.
