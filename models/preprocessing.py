@@ -37,12 +37,9 @@ import tensorflow_transform as tft
 
 from models import features as F
 from models import fused_vocabulary
-from models.tfrecord_crc import use_hardware_crc32c
 from models.transform_config import TransformConfig
 from models.watch_time import ead_analyzer
 
-
-use_hardware_crc32c()  # Transform reads the examples through Beam's TFRecord reader (models/tfrecord_crc.py)
 
 SIGNAL_EPS = 1e-4
 

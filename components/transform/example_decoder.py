@@ -24,6 +24,7 @@ from typing import List
 
 import numpy as np
 import pyarrow as pa
+import tensorflow as tf
 from tfx_bsl.coders import example_coder
 
 _TF_TYPES = {pa.int64(): "int64", pa.float32(): "float32", pa.large_binary(): "string"}
@@ -33,8 +34,6 @@ class ExampleDecoder:
     """``DecodeBatch(records) -> pa.RecordBatch`` equal to tfx-bsl's decoder with `serialized_schema`."""
 
     def __init__(self, serialized_schema: bytes):
-        import tensorflow as tf
-
         self._fallback = example_coder.ExamplesToRecordBatchDecoder(serialized_schema)
         self._schema = self._fallback.ArrowSchema()
         features = {}
@@ -43,20 +42,18 @@ class ExampleDecoder:
                 raise ValueError(f"feature {field.name}: Arrow type {field.type} is not one of "
                                  f"tfx-bsl's tf.Example types")
             features[field.name] = tf.io.RaggedFeature(_TF_TYPES[field.type.value_type], row_splits_dtype=tf.int64)
-        self._features, self._parse_example = features, tf.io.parse_example
-        self._invalid = tf.errors.InvalidArgumentError
-        self._constant, self._eager = tf.constant, tf.executing_eagerly
+        self._features = features
         self.fallback_batches = 0  # batches tfx-bsl decoded (a row of length 0, a parse error, graph mode)
 
     def ArrowSchema(self) -> pa.Schema:
         return self._schema
 
     def DecodeBatch(self, records: List[bytes]) -> pa.RecordBatch:
-        if not self._eager():  # inside a TF1 graph: tfx-bsl's decoder
+        if not tf.executing_eagerly():  # inside a TF1 graph: tfx-bsl's decoder
             return self._decode_by_tfx_bsl(records)
         try:
-            parsed = self._parse_example(self._constant(records, dtype="string"), self._features)
-        except self._invalid:
+            parsed = tf.io.parse_example(tf.constant(records, dtype=tf.string), self._features)
+        except tf.errors.InvalidArgumentError:
             return self._decode_by_tfx_bsl(records)
         columns = []
         for field in self._schema:

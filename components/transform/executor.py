@@ -17,8 +17,10 @@ from tfx_bsl.tfxio import tf_example_record
 
 from components.beam_dependencies import skip_for_local_runners
 from components.transform.frames_tfxio import FramesTFXIO
+from models.tfrecord_crc import use_hardware_crc32c
 
 skip_for_local_runners()  # no TFX sdist per run on the DirectRunner (components/beam_dependencies.py)
+use_hardware_crc32c()  # for the payloads that keep TFX's TFXIO (Beam's TFRecord reader)
 
 _SWAP = threading.Lock()  # one Do at a time swaps the module's TransformProcessor
 

@@ -1,6 +1,6 @@
 """Beam's TFRecord checksums with google-crc32c (models/tfrecord_crc.py): the same crc32c as
 Beam's own fallback (crcmod), so the same frames and the same errors on a corrupt record,
-and installed by the modules TFX's Transform and Evaluator executors import."""
+and installed by the Transform executor and the Evaluator's extractors at import."""
 import io
 import os
 
@@ -65,7 +65,7 @@ def test_frames_are_the_same_and_read_by_tf_and_by_beam(tmp_path, restore_beam_c
 def test_transform_and_evaluator_modules_install_it(restore_beam_crc):
     import importlib
 
-    for module in ("models.preprocessing", "models.evaluation.tfma.extractors"):
+    for module in ("components.transform.executor", "models.evaluation.tfma.extractors"):
         tfrecordio._default_crc32c_fn.fn = None
         importlib.reload(importlib.import_module(module))
         assert tfrecordio._default_crc32c_fn.fn is google_crc32c.value, module
