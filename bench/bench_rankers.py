@@ -43,13 +43,15 @@ Variants: "din_dual" (DIN with dual_attention=True; with hist_tab in LOG_SIGNALS
 LogExampleGen's hist_tab and is timed like the others; without, the history scenes are
 rebuilt from the raw logs here (add_history_scenes, checked against the examples) and
 there is no serving latency: the exported signature has no such input), "din_scaled" (scaled target attention),
-"din_user_dropout" / "din_user_l2" (DIN's user-side regularisation, models/rankers/din.py).
+"din_user_dropout" / "din_user_l2" (DIN's user-side regularisation, models/rankers/din.py);
+"din_plr" (periodic embeddings of the numerics, #37).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
 BENCH_EPOCHS (3), BENCH_BATCH_SIZES (256,1024; the learning rate scales by
 sqrt(batch / 256)), BENCH_SEEDS (0,1,2), BENCH_MAX_TRAIN_ROWS (all; a subset for
 iteration), BENCH_STEPS_PER_EXECUTION and BENCH_JIT_COMPILE (default: the TrainerConfig's),
-BENCH_REQUEST_WINDOW_S (60), BENCH_WORK
+BENCH_REQUEST_WINDOW_S (60), BENCH_RANKER_PARAMS (a JSON object merged into every model's
+ranker params, after its variant's: one option swept without a new variant), BENCH_WORK
 (scratch dir, default /tmp/bench_rankers; the Transform output there is reused when its
 days match), BENCH_OUT (default bench/results/rankers.json), BENCH_LATENCY_CALLS (200; 0 = no export
 and no latency, e.g. for a LOG_SIGNALS subset scored with a Transform output of more signals).
@@ -81,6 +83,8 @@ VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
             "din_user_dropout": ("din", {"user_field_dropout": 0.3}),
             "din_user_l2": ("din", {"user_embedding_l2": 0.01}),
             # #38: the Titans memory as a gate (models/rankers/din.py long_memory)
+            # #37: periodic (PLR) embeddings of the numerics (models/layers/numeric_embedding.py)
+            "din_plr": ("din", {"numeric_embedding": {"output_dim": 8, "frequencies": 16, "sigma": 0.3}}),
             "din_titans": ("din", {"long_memory": "titans"}),  # one chunk of L = 50, read not normalised
             "din_titans_c16": ("din", {"long_memory": "titans", "long_memory_params": {"chunk_size": 16}}),
             "din_titans_norm_c16": ("din", {"long_memory": "titans",
@@ -234,6 +238,10 @@ def main() -> int:
     jit_compile = None if jit_env == "" else jit_env.lower() in ("1", "true")
     window_s = float(os.environ.get("BENCH_REQUEST_WINDOW_S", "60"))
     calls = int(os.environ.get("BENCH_LATENCY_CALLS", "200"))
+    # JSON merged into every model's ranker params (after its variant's): a quick sweep of one option
+    override = json.loads(os.environ.get("BENCH_RANKER_PARAMS") or "{}")
+    if not isinstance(override, dict):
+        raise ValueError(f"BENCH_RANKER_PARAMS must be a JSON object, got {override!r}")
     calibrate = os.environ.get("BENCH_CALIBRATE", "1" if configs.TRAINER.calibrate_click else "0") == "1"
     work = os.path.abspath(os.environ.get("BENCH_WORK") or "/tmp/bench_rankers")
     out_path = os.environ.get("BENCH_OUT") or os.path.join(ROOT, "bench", "results", "rankers.json")
@@ -267,7 +275,7 @@ def main() -> int:
                 keras.backend.clear_session()
                 tf.random.set_seed(seed)
                 base = configs.trainer_config(model_type, watch_head="regression")  # the click benchmark
-                params = dict(base.ranker_params, **extra)
+                params = dict(base.ranker_params, **extra, **override)
                 scale = float(np.sqrt(batch_size / 256.0))
                 if "learning_rate" in params:
                     params["learning_rate"] *= scale
