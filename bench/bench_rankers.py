@@ -43,8 +43,7 @@ Variants: "din_dual" (DIN with dual_attention=True; with hist_tab in LOG_SIGNALS
 LogExampleGen's hist_tab and is timed like the others; without, the history scenes are
 rebuilt from the raw logs here (add_history_scenes, checked against the examples) and
 there is no serving latency: the exported signature has no such input), "din_scaled" (scaled target attention),
-"din_user_dropout" / "din_user_l2" (DIN's user-side regularisation, models/rankers/din.py);
-"din_plr" (periodic embeddings of the numerics, #37).
+"din_user_dropout" / "din_user_l2" (DIN's user-side regularisation, models/rankers/din.py).
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
 BENCH_EPOCHS (3), BENCH_BATCH_SIZES (256,1024; the learning rate scales by
@@ -83,8 +82,6 @@ VARIANTS = {"din_dual": ("din", {"dual_attention": True}),
             "din_user_dropout": ("din", {"user_field_dropout": 0.3}),
             "din_user_l2": ("din", {"user_embedding_l2": 0.01}),
             # #38: the Titans memory as a gate (models/rankers/din.py long_memory)
-            # #37: periodic (PLR) embeddings of the numerics (models/layers/numeric_embedding.py)
-            "din_plr": ("din", {"numeric_embedding": {"output_dim": 8, "frequencies": 16, "sigma": 0.3}}),
             "din_titans": ("din", {"long_memory": "titans"}),  # one chunk of L = 50, read not normalised
             "din_titans_c16": ("din", {"long_memory": "titans", "long_memory_params": {"chunk_size": 16}}),
             "din_titans_norm_c16": ("din", {"long_memory": "titans",

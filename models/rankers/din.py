@@ -45,12 +45,6 @@ validation day of KuaiRand-Pure, whose histories are <= 50 events, median 8; an 
 read blows a nearly empty memory up to unit size). In serving_rank the memory is written once
 from the request's one-row history and read by the N candidates.
 
-numeric_embedding={output_dim, frequencies, sigma} (off by default) adds a periodic
-embedding of every numeric, e_j = ReLU(W_j [sin 2πc_j x_j, cos 2πc_j x_j] + b_j)
-(models/layers/numeric_embedding.py, PLR), next to the numerics themselves:
-
-    z     = MLP_Dice([e_1..e_F, numerics, e_num, v_U, pool])
-
 Dual attention needs the scene (tab) of every history item as the extra input
 `HISTORY_SCENE_INPUT` ([L] int64, the transformed `tab` index, 0 at padding).
 LogExampleGen always writes `hist_tab`; Transform maps it to `hist_tab_xf` (tab's
@@ -66,7 +60,6 @@ from models import features as F
 from models.layers.dice import Dice
 from models.layers.dual_attention import DualAttention
 from models.layers.feature_layer import CATEGORICAL, FeatureLayer, mlp, model_inputs
-from models.layers.numeric_embedding import PeriodicEmbedding
 from models.heads import compile_ranker
 from models.layers.row_broadcast import RowConcatenate
 from models.layers.target_attention import TargetAttention
@@ -96,7 +89,7 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
               dual_attention: bool = False, dual_attention_hidden_units=(32,),
               embedding_init_std: float = 0.01, user_field_dropout: float = 0.0,
               user_embedding_l2: float = 0.0, long_memory: str = "none", long_memory_params=None,
-              numeric_embedding=None, **compile_options) -> keras.Model:
+              **compile_options) -> keras.Model:
     if mlp_activation not in ("dice", "prelu", "relu"):
         raise ValueError(f"DIN: mlp_activation must be dice, prelu or relu, got {mlp_activation!r}")
     if not 0.0 <= float(user_field_dropout) < 1.0:
@@ -126,8 +119,6 @@ def build_din(vocab_sizes: dict, history_length: int, embedding_dim: int = 16, o
         fields = keras.layers.Concatenate(name="fields_user_side")(  # same layout as fields_flat
             [user_field(k) if k in USER_FIELDS else field_embedding(feats, layer, k) for k in CATEGORICAL])
     parts = [fields, feats["numerics"], interest]
-    if numeric_embedding is not None:  # PLR embeddings of the numerics next to them
-        parts.insert(2, PeriodicEmbedding(**dict(numeric_embedding), name="numeric_embedding")(feats["numerics"]))
     if long_memory == "titans":
         memory = dict(TITANS_DEFAULTS, chunk_size=history_length)
         memory.update(long_memory_params or {})

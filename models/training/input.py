@@ -3,7 +3,10 @@
 LogExampleGen writes each user's rows together and the file order drifts, so the
 shuffle buffer must cover the train split (TrainerConfig.shuffle_buffer_size).
 """
+import json
 import logging
+import os
+import re
 
 import tensorflow as tf
 
@@ -40,8 +43,11 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
     ``memory_budget_bytes`` (TrainerConfig ``input_memory_budget_mb``): a split whose
     transformed arrays exceed it is not held in memory (memory would grow with the log:
     ~1.9 KB a row, ~3x at peak while read) but streamed as below, through the shuffle
-    buffer; reading stops at the first batch past the budget, so the abandoned read costs
-    at most the budget's rows.
+    buffer. When the Examples artifact says how many rows the split has (`split_rows`:
+    LogExampleGen's ``num_examples.json``), the first batch read decides: its bytes per row
+    times the split's rows (the transformed arrays have a fixed width per row); otherwise
+    reading stops at the first batch past the budget, and that abandoned read costs up to
+    the budget's rows.
 
     ``raw=True``: the files are raw examples (LogExampleGen's); they are parsed with the
     transform graph's raw schema and transformed here by its TFT layer (TrainerConfig
@@ -59,7 +65,8 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
         once = input_fn(file_pattern, data_accessor, tf_transform_output, MATERIALIZE_BATCH, False,
                         label_keys=label_keys, raw=raw)
         try:
-            features, labels = materialize(once, max_bytes=memory_budget_bytes)
+            features, labels = materialize(once, max_bytes=memory_budget_bytes,
+                                           expected_rows=split_rows(file_pattern) if memory_budget_bytes else None)
         except SplitTooLarge as e:
             logging.warning("input_fn: %s: streaming the split through a shuffle buffer of %s rows instead",
                             e, shuffle_buffer_size)
@@ -83,20 +90,47 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
 
 
 MATERIALIZE_BATCH = 4096  # rows per parse/transform call when reading a split into memory
+# an Examples artifact's rows per split, {split name: rows}, at its root (LogExampleGen writes it)
+SPLIT_COUNTS_FILE = "num_examples.json"
 
 
-def materialize(dataset, max_bytes=None):
+def split_rows(file_pattern):
+    """Rows of the split(s) `file_pattern` names (``<artifact uri>/Split-<name>/<files>``, a
+    pattern or a list, as FnArgs' train_files), from each artifact's `SPLIT_COUNTS_FILE`;
+    None when a pattern is not a split's or its artifact has no such file (another ExampleGen)."""
+    total = 0
+    for pattern in [file_pattern] if isinstance(file_pattern, str) else file_pattern:
+        split_dir = os.path.dirname(pattern)
+        match = re.fullmatch(r"Split-(.+)", os.path.basename(split_dir))
+        path = os.path.join(os.path.dirname(split_dir), SPLIT_COUNTS_FILE)
+        if not match or not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as f:
+            rows = json.load(f).get(match.group(1))
+        if not isinstance(rows, int):
+            return None
+        total += rows
+    return total
+
+
+def materialize(dataset, max_bytes=None, expected_rows=None):
     """A finite (features, labels) dataset of dense batches -> ({key: np.ndarray}, {key: np.ndarray});
-    raises SplitTooLarge as soon as the batches read hold more than `max_bytes` (None: no limit)."""
+    raises SplitTooLarge as soon as the batches read hold more than `max_bytes` (None: no limit),
+    or, given the dataset's `expected_rows`, as soon as the bytes per row read so far times
+    `expected_rows` exceed it (after the first batch: rows have a fixed width)."""
     import numpy as np
 
-    parts, held = [], 0
+    parts, held, rows = [], 0, 0
     for part in dataset.as_numpy_iterator():
         parts.append(part)
         held += sum(np.asarray(v).nbytes for side in part for v in side.values())
+        rows += len(next(iter(part[1].values())))
         if max_bytes is not None and held > max_bytes:
-            raise SplitTooLarge(f"more than {max_bytes / 2**20:.0f} MiB of transformed arrays after "
-                                f"{sum(len(next(iter(p[1].values()))) for p in parts)} rows")
+            raise SplitTooLarge(f"more than {max_bytes / 2**20:.0f} MiB of transformed arrays after {rows} rows")
+        if max_bytes is not None and expected_rows and held / rows * expected_rows > max_bytes:
+            raise SplitTooLarge(f"~{held / rows * expected_rows / 2**20:.0f} MiB of transformed arrays expected "
+                                f"for the split's {expected_rows} rows (more than {max_bytes / 2**20:.0f} MiB; "
+                                f"seen after {rows} rows)")
     if not parts:
         raise ValueError("materialize: the dataset is empty")
     # one key's batches at a time in two copies (joined, then its batches freed), not the split's

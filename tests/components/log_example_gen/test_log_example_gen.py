@@ -170,6 +170,12 @@ def test_component_under_local_dag_runner(tmp_path):
     evals = by_key(read_examples(os.path.join(art.uri, "Split-eval"), 4))
     assert set(train) == {key_of("a")} and set(validation) == {key_of(n) for n in "bce"}
     assert set(evals) == {key_of(n) for n in "dfg"}
+    # the split counts as a file in the artifact, equal to its properties and to the files (the Trainer's)
+    from models.training.input import split_rows
+
+    for split, rows in (("train", train), ("validation", validation), ("eval", evals)):
+        assert art.custom_properties[f"num_{split}_examples"].int_value == len(rows)
+        assert split_rows([os.path.join(art.uri, f"Split-{split}", "*")]) == len(rows)
     # min watch 1 s: b (0.5 s) is left out of d's history
     d = evals[key_of("d")]
     assert d["hist_video_id"] == [12, 10, -1, -1] and d["hist_len"] == 2

@@ -30,11 +30,9 @@ VARIANTS = [("lr", {}), ("baseline", {}), ("xdeepfm", {"cin_layer_sizes": [8, 6]
                      "dual_attention_hidden_units": [4]}),
             ("xdeepfm", {"cin_layer_sizes": [8, 6], "cin_rank": 1}),
             ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8], "long_memory": "titans",
-                     "long_memory_params": {"chunk_size": 2}}),
-            ("din", {"attention_hidden_units": [8], "mlp_hidden_units": [8],
-                     "numeric_embedding": {"output_dim": 2, "frequencies": 3}})]
+                     "long_memory_params": {"chunk_size": 2}})]
 IDS = ["lr", "baseline", "xdeepfm", "din", "bst", "bst_relative", "dcn", "din_scaled", "din_dual",
-       "xdeepfm_rank1", "din_titans", "din_plr"]
+       "xdeepfm_rank1", "din_titans"]
 # Exported with the default heads; DIN and BST are exported with CREAD + CQE below (the
 # same export and serving_rank checks, one export each); relative BST, DIN options,
 # xDeepFM's rank-1 CIN (the pipeline's default, pipeline/configs/training.py): padding test only.

@@ -50,14 +50,13 @@ def _attention_ops(loaded, signature):
     return out
 
 
-@pytest.mark.parametrize("variant", ["plain", "dual_attention", "titans", "plr"])
+@pytest.mark.parametrize("variant", ["plain", "dual_attention", "titans"])
 def test_one_row_history_flag_survives_load_model(variant, small_transform_output, tmp_path):
     """DIN's builder flag (history with 1 row in serving_rank) is in its RowConcatenate's
     config, so keras.models.load_model (the publisher's reload) keeps it; the
     reloaded model re-exported still serves serving_rank equal to serving_default. DIN with
     dual attention does not broadcast rows everywhere: flag False, history broadcast.
-    With the Titans memory (MemoryAsGate) or the numerics' periodic embeddings the reload keeps
-    their weights and config too."""
+    With the Titans memory (MemoryAsGate) the reload keeps its weights and config too."""
     tft_output, _ = small_transform_output
     params = {"attention_hidden_units": [8], "mlp_hidden_units": [8]}
     dual_attention = variant == "dual_attention"
@@ -65,8 +64,6 @@ def test_one_row_history_flag_survives_load_model(variant, small_transform_outpu
         params.update(dual_attention=True, dual_attention_hidden_units=[4])
     if variant == "titans":  # the default memory: one chunk of the whole history
         params.update(long_memory="titans")
-    if variant == "plr":
-        params.update(numeric_embedding={"output_dim": 3, "frequencies": 2, "sigma": 0.5})
     tf.random.set_seed(0)
     model = build_ranker(trainer_config("din", SMALL_L, ranker_params=params), vocab_sizes(tft_output),
                          ead_thresholds=ead_thresholds_from_transform_output(tft_output))

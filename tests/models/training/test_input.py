@@ -2,7 +2,10 @@
 import numpy as np
 import tensorflow as tf
 
-from models.training.input import SplitTooLarge, in_memory_dataset, materialize
+import json
+import os
+
+from models.training.input import SPLIT_COUNTS_FILE, SplitTooLarge, in_memory_dataset, materialize, split_rows
 
 
 def _arrays(n=10):
@@ -95,6 +98,35 @@ def test_materialize_stops_at_the_first_batch_past_the_budget():
         assert "after 8 rows" in str(e)  # batches of 4 rows = 80 B: the 2nd batch passes 100 B
     else:
         raise AssertionError("materialize held a split larger than its budget")
+
+
+def test_known_split_rows_decide_after_the_first_batch():
+    features, labels = _arrays(10)  # 20 B a row
+    ds = in_memory_dataset(features, labels, batch_size=4, shuffle=False)
+    try:  # 4 rows read = 80 B, below the budget; 20 B x 10 rows = 200 B > 100 B
+        materialize(ds, max_bytes=100, expected_rows=10)
+    except SplitTooLarge as e:
+        assert "after 4 rows" in str(e) and "10 rows" in str(e)
+    else:
+        raise AssertionError("materialize read on though the split's rows exceed the budget")
+    whole, _ = materialize(ds, max_bytes=200, expected_rows=10)  # 200 B: held, as without the count
+    np.testing.assert_array_equal(whole["a"], features["a"])
+    whole, _ = materialize(ds, max_bytes=None, expected_rows=10 ** 9)  # no budget: the count is not used
+    np.testing.assert_array_equal(whole["a"], features["a"])
+
+
+def test_split_rows_reads_the_artifact_counts(tmp_path):
+    uri = str(tmp_path / "examples")
+    for split in ("train", "eval"):
+        os.makedirs(os.path.join(uri, f"Split-{split}"))
+    pattern = lambda split: os.path.join(uri, f"Split-{split}", "*")  # noqa: E731  (FnArgs' form)
+    assert split_rows([pattern("train")]) is None  # no counts file: another ExampleGen's artifact
+    with open(os.path.join(uri, SPLIT_COUNTS_FILE), "w") as f:
+        json.dump({"train": 7, "eval": 3}, f)
+    assert split_rows([pattern("train")]) == 7 and split_rows(pattern("eval")) == 3
+    assert split_rows([pattern("train"), pattern("eval")]) == 10
+    assert split_rows([pattern("validation")]) is None  # a split the file does not name
+    assert split_rows([os.path.join(uri, "*")]) is None  # not a split's files
 
 
 def test_the_memory_budget_must_be_positive():

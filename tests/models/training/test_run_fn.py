@@ -174,3 +174,21 @@ def test_a_split_over_the_memory_budget_streams_the_same_rows(transformed_files)
     held = rows_of(memory_budget_bytes=10**9)
     streamed = rows_of(memory_budget_bytes=1)
     assert len(held) == 48 and held == streamed
+
+
+def test_a_split_the_artifact_counts_over_the_budget_streams(transformed_files, monkeypatch, caplog):
+    """With the Examples artifact's row count (LogExampleGen's num_examples.json) the first
+    batch decides: a split counted at 10^7 rows streams under a budget its 48 rows fit in."""
+    from models.training import input as input_lib
+
+    files, transform_dir, _ = transformed_files
+    tft_output = tft.TFTransformOutput(transform_dir)
+    seen = []
+    monkeypatch.setattr(input_lib, "split_rows", lambda pattern: seen.append(pattern) or 10**7)
+    with caplog.at_level("WARNING"):
+        ds = input_fn(files["raw"]["train"], _data_accessor(), tft_output, 16, True, raw=True,
+                      shuffle_buffer_size=64, in_memory=True, memory_budget_bytes=10**8)
+    assert seen == [files["raw"]["train"]]
+    assert "expected for the split's 10000000 rows" in caplog.text and "after 48 rows" in caplog.text
+    assert "streaming the split" in caplog.text
+    assert sum(len(y["click_prob"]) for _, y in ds.as_numpy_iterator()) == 48
