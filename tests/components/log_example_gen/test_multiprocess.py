@@ -20,6 +20,7 @@ import threading
 import pytest
 
 from components.log_example_gen import beam_pipeline as bp
+from models.training.input import SPLIT_COUNTS_FILE
 from tests.components.log_example_gen.fixture_logs import run_component
 
 KNOBS = dict(eval_last_n_days=1, validation_last_n_days=1, max_bad_row_fraction=1.0, read_range_bytes=2048)
@@ -137,4 +138,4 @@ def test_grouping_in_memory_gives_what_grouping_through_spill_files_gives(runs):
     assert in_memory["counts"] == one["counts"]
     assert in_memory["examples"] == one["examples"] and in_memory["dead_letters"] == one["dead_letters"]
     for run in runs.values():  # the spill files went with the run's temporary folder
-        assert run["left"] == ["Split-eval", "Split-train", "Split-validation"], run["left"]
+        assert run["left"] == ["Split-eval", "Split-train", "Split-validation", SPLIT_COUNTS_FILE], run["left"]
