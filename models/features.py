@@ -28,7 +28,7 @@ Kinds
 - FAMILY SIGNAL (float scalar, #37): the optional signal families of
   components/log_example_gen/signal_families.py (`FAMILY_SIGNAL_TRANSFORMS`, per family).
   ``LOG_SIGNALS`` also takes a family name (its signals), "families" (all five) or a family
-  signal's name ("all" keeps its meaning: the 17 signals and hist_tab). When any family
+  signal's name ("all" is not a family: the 18 signals and hist_tab). When any family
   signal is a model input, LogExampleGen writes every family (pipeline/configs/ingestion.py
   implies LOG_SIGNAL_FAMILIES=all), the raw spec and the schema declare them
   (schemas/with_families/schema.pbtxt, `FAMILY_INPUTS`), and Transform / serving take the
@@ -77,6 +77,7 @@ SIGNAL_TRANSFORMS = {
     # watch time (#13): means of log1p(watch_s) (already log scale) and of the capped watch ratio
     "sig_video_watch": "none", "sig_video_watch_ratio": "none", "sig_author_watch": "none",
     "sig_tab_duration_watch": "none", "sig_last50_watch_ratio": "none",
+    "sig_tag_tab_watch": "none",  # #37's watch side: the tag's watch-time mean, per tab
 }
 SIGNAL_FEATURES = list(SIGNAL_TRANSFORMS)
 # the signals that depend on the user and the request context only (serving: user side)
@@ -115,7 +116,7 @@ FAMILIES_TOKEN = "families"  # LOG_SIGNALS: every family signal
 
 def parse_enabled_signals(text: str) -> tuple:
     """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "standard": the 12 click
-    signals, "all": the 17 signals and hist_tab; a family name: its signals, "families":
+    signals, "all": the 18 signals and hist_tab; a family name: its signals, "families":
     every family's; else signal names; a comma list takes the union)."""
     known = SIGNAL_FEATURES + [HISTORY_TAB_FEATURE] + FAMILY_FEATURES
     groups = {STANDARD_TOKEN: STANDARD_SIGNALS, "all": SIGNAL_FEATURES + [HISTORY_TAB_FEATURE],

@@ -28,7 +28,8 @@ r_j = min(max(watch_s_j, 0) / max(duration_s_j, 1 s), R_MAX), R_MAX = ``WATCH_RA
     w_tab(i)             = mean_{K_tab} w, 0 if K_tab is empty      (the prior of the means below)
     r_tab(i)             = mean_{K_tab} r, 0 if K_tab is empty
     watch_g(i)           = (Σ_{K_g} w + A·w_tab(i)) / (|K_g| + A)   g = video, author,
-                                                                    (tab, duration bucket)
+                                                                    (tab, duration bucket),
+                                                                    (tag, tab) (#37)
     video_watch_ratio(i) = (Σ_{K_video} r + A·r_tab(i)) / (|K_video| + A)
     last50_watch_ratio(i)= mean_{R} r, 0 if R is empty
 
@@ -222,7 +223,7 @@ ENTITY_SIGNALS: Dict[str, Tuple[Callable, Dict[str, str]]] = {
                                      "sig_video_watch_ratio": "watch_ratio"}),
     "author": (lambda r: r.author_id, {"sig_author_ctr": "ctr", "sig_author_watch": "watch"}),
     "music": (lambda r: r.music_id, {"sig_music_ctr": "ctr"}),
-    "tag_tab": (lambda r: (r.tag_id, r.tab), {"sig_tag_tab_ctr": "ctr"}),
+    "tag_tab": (lambda r: (r.tag_id, r.tab), {"sig_tag_tab_ctr": "ctr", "sig_tag_tab_watch": "watch"}),
     "tab_duration": (lambda r: (r.tab, r.duration_bucket), {"sig_tab_duration_ctr": "ctr",
                                                             "sig_tab_duration_watch": "watch"}),
 }

@@ -42,7 +42,7 @@ def test_signals_are_always_raw_and_model_inputs_only_when_enabled():
     # watch-time signals (#13): the user's is user side, the video's, author's and tab x duration's
     # depend on the candidate; all are already log1p means or capped ratios (no transform)
     watch = ["sig_video_watch", "sig_video_watch_ratio", "sig_author_watch", "sig_tab_duration_watch",
-             "sig_last50_watch_ratio"]
+             "sig_last50_watch_ratio", "sig_tag_tab_watch"]
     assert set(watch) <= set(F.SIGNAL_FEATURES) and all(F.SIGNAL_TRANSFORMS[k] == "none" for k in watch)
     assert set(F.USER_SIGNAL_FEATURES) & set(watch) == {"sig_last50_watch_ratio"}
 

@@ -188,6 +188,7 @@ def brute_force(rows, delay_ms, p0=P0):
              "sig_video_watch_ratio": (sum(r(j) for j in Kv) + A * r_tab[i]) / (len(Kv) + A),
              "sig_author_watch": watch(K(i, eq(i, "author"))),
              "sig_tab_duration_watch": watch(K(i, eq(i, "tab", "bucket"))),
+             "sig_tag_tab_watch": watch(K(i, eq(i, "tag", "tab"))),
              "sig_last50_watch_ratio": mean(r, recent)}
         s["sig_propensity"] = min(max(e[i] * s["sig_user_coec"] * s["sig_video_coec"], 0.0), 1.0)
         out.append(s)
