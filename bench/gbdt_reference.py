@@ -36,7 +36,8 @@ median, MAE's minimiser; trees chosen on validation MAE), a squared-error regres
 log1p(y) (XAUC), and one quantile regressor per decile τ = 0.1..0.9 (trees chosen on the
 validation day's pinball loss), whose coverage error is reported raw and after the same
 split-conformal levels as CQE's (models/watch_time/conformal.py, fitted on the
-validation day). MAE, XAUC and XGAUC as bench-watchtime computes them. How much of XAUC is
+validation day; ``GBDT_WATCH_QUANTILES=0`` skips them, two thirds of the time). MAE, XAUC
+and XGAUC as bench-watchtime computes them. How much of XAUC is
 the click: every score's XAUC split by the clicks of the pair (``xauc_click_pairs``), the
 click classifier's probability as a watch-time order (``click_classifier``) and the log1p
 model with the true click put first (``l2_log1p_true_click_first``, an upper bound).
@@ -200,6 +201,8 @@ def watch_reference(data, params):
     out["click_classifier"] = {s: order(s, clf.predict_proba(x[s])[:, 1]) for s in ("validation", "eval")}
     out["l2_log1p_true_click_first"] = {  # click, then the model's rank in (0, 1): clicks first, order kept
         s: order(s, click[s] + rankdata(log_model.predict(x[s])) / (len(click[s]) + 1)) for s in ("validation", "eval")}
+    if os.environ.get("GBDT_WATCH_QUANTILES", "1") == "0":
+        return {"trees_chosen_on_validation": trees, **out}
     q = {s: [] for s in ("validation", "eval")}
     for tau in COVERAGE_TAUS:
         model, trees[f"quantile_{tau}"] = _regressor(
@@ -319,7 +322,8 @@ def main() -> int:
                       "log_signals": os.environ.get("LOG_SIGNALS", F.STANDARD_TOKEN)}
         else:
             result = click_reference(data, params)
-    prefix = "" if target == "click" else "GBDT_TARGET=watch "
+    prefix = "" if target == "click" else "GBDT_TARGET=watch " + (
+        "GBDT_WATCH_QUANTILES=0 " if os.environ.get("GBDT_WATCH_QUANTILES", "1") == "0" else "")
     if multi:
         prefix = f"GBDT_MODEL={','.join(models)} GBDT_SEEDS={','.join(map(str, seeds))} "
         if "lightgbm" in models:

@@ -6,6 +6,9 @@ import pytest
 from bench.gbdt_reference import COVERAGE_TAUS, watch_reference
 from models.evaluation import xauc_pairs
 
+PARAMS = dict(learning_rate=0.1, max_iter=30, max_leaf_nodes=7, min_samples_leaf=20, l2_regularization=0.0,
+              categorical_features=None, early_stopping=False, random_state=0)
+
 
 def _split(rng, n):
     x = rng.normal(size=(n, 3))
@@ -19,9 +22,7 @@ def fitted():
     """(data, watch_reference's record) of one synthetic split, shared by the tests."""
     rng = np.random.default_rng(0)
     data = {"train": _split(rng, 3000), "validation": _split(rng, 2000), "eval": _split(rng, 2000)}
-    params = dict(learning_rate=0.1, max_iter=30, max_leaf_nodes=7, min_samples_leaf=20, l2_regularization=0.0,
-                  categorical_features=None, early_stopping=False, random_state=0)
-    return data, watch_reference(data, params)
+    return data, watch_reference(data, PARAMS)
 
 
 def test_watch_reference_orders_and_covers_an_exchangeable_eval_split(fitted):
@@ -58,3 +59,13 @@ def test_watch_reference_splits_xauc_by_the_clicks_of_the_pair(fitted):
     for kind in ("within_click", "within_skip"):
         assert (rec["l2_log1p_true_click_first"]["eval"]["xauc_click_pairs"][kind]
                 == rec["l2_log1p"]["eval"]["xauc_click_pairs"][kind])
+
+
+def test_watch_reference_without_the_deciles_keeps_the_point_models(fitted, monkeypatch):
+    data, rec = fitted
+    monkeypatch.setenv("GBDT_WATCH_QUANTILES", "0")
+    short = watch_reference(data, PARAMS)
+    assert "quantiles" not in short
+    assert set(short["trees_chosen_on_validation"]) == {"l1_seconds", "l2_log1p", "click"}
+    for name in ("l1_seconds", "l2_log1p", "click_classifier"):
+        assert short[name] == rec[name]  # the same models, the same figures
