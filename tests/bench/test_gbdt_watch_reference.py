@@ -61,10 +61,9 @@ def test_watch_reference_splits_xauc_by_the_clicks_of_the_pair(fitted):
                 == rec["l2_log1p"]["eval"]["xauc_click_pairs"][kind])
 
 
-def test_watch_reference_without_the_deciles_keeps_the_point_models(fitted, monkeypatch):
+def test_watch_reference_without_the_deciles_keeps_the_point_models(fitted):
     data, rec = fitted
-    monkeypatch.setenv("GBDT_WATCH_QUANTILES", "0")
-    short = watch_reference(data, PARAMS)
+    short = watch_reference(data, PARAMS, quantiles=False)
     assert "quantiles" not in short
     assert set(short["trees_chosen_on_validation"]) == {"l1_seconds", "l2_log1p", "click"}
     for name in ("l1_seconds", "l2_log1p", "click_classifier"):
