@@ -28,7 +28,7 @@ Kinds
 - FAMILY SIGNAL (float scalar, #37): the optional signal families of
   components/log_example_gen/signal_families.py (`FAMILY_SIGNAL_TRANSFORMS`, per family).
   ``LOG_SIGNALS`` also takes a family name (its signals), "families" (all five) or a family
-  signal's name ("all" is not a family: the 18 signals and hist_tab). When any family
+  signal's name ("all" is not a family: the 19 signals and hist_tab). When any family
   signal is a model input, LogExampleGen writes every family (pipeline/configs/ingestion.py
   implies LOG_SIGNAL_FAMILIES=all), the raw spec and the schema declare them
   (schemas/with_families/schema.pbtxt, `FAMILY_INPUTS`), and Transform / serving take the
@@ -78,11 +78,12 @@ SIGNAL_TRANSFORMS = {
     "sig_video_watch": "none", "sig_video_watch_ratio": "none", "sig_author_watch": "none",
     "sig_tab_duration_watch": "none", "sig_last50_watch_ratio": "none",
     "sig_tag_tab_watch": "none",  # #37's watch side: the tag's watch-time mean, per tab
+    "sig_tab_hour_ctr": "logit",  # #37's time context: the tab's CTR at this hour of day
 }
 SIGNAL_FEATURES = list(SIGNAL_TRANSFORMS)
 # the signals that depend on the user and the request context only (serving: user side)
 USER_SIGNAL_FEATURES = ["sig_tab_ctr", "sig_user_coec", "sig_user_tab_ctr", "sig_user_lift",
-                        "sig_last50_click", "sig_last50_watch", "sig_last50_watch_ratio"]
+                        "sig_last50_click", "sig_last50_watch", "sig_last50_watch_ratio", "sig_tab_hour_ctr"]
 HISTORY_TAB_FEATURE = "hist_tab"
 SIGNALS_ENV = "LOG_SIGNALS"
 # The default model inputs (#37, chosen on the validation day: bench/results/rankers_signals.json,
@@ -116,7 +117,7 @@ FAMILIES_TOKEN = "families"  # LOG_SIGNALS: every family signal
 
 def parse_enabled_signals(text: str) -> tuple:
     """``LOG_SIGNALS`` text -> the enabled names ("" / "none": none, "standard": the 12 click
-    signals, "all": the 18 signals and hist_tab; a family name: its signals, "families":
+    signals, "all": the 19 signals and hist_tab; a family name: its signals, "families":
     every family's; else signal names; a comma list takes the union)."""
     known = SIGNAL_FEATURES + [HISTORY_TAB_FEATURE] + FAMILY_FEATURES
     groups = {STANDARD_TOKEN: STANDARD_SIGNALS, "all": SIGNAL_FEATURES + [HISTORY_TAB_FEATURE],

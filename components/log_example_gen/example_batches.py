@@ -68,7 +68,7 @@ def signal_rows(rows: C.Batch, videos: Dict[str, np.ndarray]) -> C.Batch:
             "is_click": rows["is_click"], "tab": rows["tab"], "video_id": rows["video_id"],
             "author_id": videos["author_id"], "music_id": videos["music_id"], "tag_id": videos["tag_id"],
             "duration_bucket": duration_bucket_code(dur), "watch_s": rows["play_time_ms"] / 1000.0,
-            "duration_s": dur}
+            "duration_s": dur, "hour": rows["hourmin"] // 100}
 
 
 def _list_column(values: np.ndarray, width: int, kind: str) -> pa.Array:
@@ -113,7 +113,7 @@ def feature_columns(rows: C.Batch, side: SideColumns, signals: Dict[str, np.ndar
     one.update({k: user[k] for k in USER_FLOAT + USER_INT})
     one.update({k: sig[k] for k in F.SIGNAL_FEATURES})
     if families:
-        one.update(signal_families.family_columns(dict(sig_rows, long_view=rows["long_view"], hour=rows["hourmin"] // 100), families,
+        one.update(signal_families.family_columns(dict(sig_rows, long_view=rows["long_view"]), families,
                                                   label_delay_ms))
     out = {k: (v, 1) for k, v in one.items()}
     out.update({f"hist_{k}": (hist[k].reshape(-1), history_length) for k in user_batches.HISTORY_COLUMNS})

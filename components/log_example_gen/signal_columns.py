@@ -4,7 +4,7 @@ The equations, the known set K(i) (t_j + D < t_i) and the statistics are those o
 signals.py, which stays the reference (the brute-force tests check it, and
 tests/components/log_example_gen/test_batched.py checks these passes against it):
 
-- ``tab_pass``: one tab's kept rows -> e_tab, w_tab, r_tab per row (``tab_block_pass``:
+- ``tab_pass``: one tab's kept rows -> e_tab, w_tab, r_tab, tab_hour_ctr per row (``tab_block_pass``:
   the same, one time block of the tab at a time);
 - ``entity_pass``: rows of many keys of one entity family (signals.ENTITY_SIGNALS)
   -> that family's signals, with signals.ENTITY_STATISTICS applied to arrays;
@@ -52,26 +52,47 @@ def _row_values(b: C.Batch) -> Dict[str, np.ndarray]:
             "ratio": watch_ratio(b["watch_s"], b["duration_s"])}
 
 
-TAB_SUMS = ("n", "clicks", "watch", "ratio")
-TAB_EVENT_COLUMNS = ("time_ms", "is_click", "watch_s", "duration_s")  # what tab_block_sums / _pass read of events
+_TAB_VALUES = ("clicks", "watch", "ratio")
+HOURS = 24
+# a time block's sums: the tab's n and _TAB_VALUES, and its n and clicks per hour of day
+TAB_SUMS = ("n",) + _TAB_VALUES + tuple(f"{k}_h{h}" for k in ("n", "clicks") for h in range(HOURS))
+TAB_EVENT_COLUMNS = ("time_ms", "is_click", "watch_s", "duration_s", "hour")  # what tab_block_sums / _pass read of events
 
 
 def tab_pass(b: C.Batch, delay_ms: int, prior_ctr: float) -> Dict[str, np.ndarray]:
-    """One tab's rows -> {e_tab, w_tab, r_tab} in the rows' order (signals.tab_pass): the
-    tab as one time block with nothing before it (``tab_block_pass``)."""
+    """One tab's rows -> {e_tab, w_tab, r_tab, tab_hour_ctr} in the rows' order (signals.tab_pass):
+    the tab as one time block with nothing before it (``tab_block_pass``)."""
     return tab_block_pass(b, b, dict.fromkeys(TAB_SUMS, 0.0), delay_ms, prior_ctr)
 
 
 def tab_block_sums(events: C.Batch) -> Dict[str, float]:
     """The sums ``tab_block_pass`` adds up, over all rows of ``events`` (one time block)."""
     values = _row_values(events)
-    return {"n": float(C.length(events)), **{k: float(values[k].sum()) for k in TAB_SUMS[1:]}}
+    hour = events["hour"].astype(np.int64)
+    per_hour = {"n": np.bincount(hour, minlength=HOURS), "clicks": np.bincount(hour, values["clicks"], HOURS)}
+    return {"n": float(C.length(events)), **{k: float(values[k].sum()) for k in _TAB_VALUES},
+            **{f"{k}_h{h}": float(v[h]) for k, v in per_hour.items() for h in range(HOURS)}}
+
+
+def _hour_known(events: C.Batch, queries: C.Batch, limit: np.ndarray):
+    """(n, clicks) per query over the events of its hour of day with t_j < limit."""
+    n, clicks = np.zeros(len(limit)), np.zeros(len(limit))
+    if "hour" not in events:  # no events in the block
+        return n, clicks
+    for h in np.unique(queries["hour"]):
+        mine, q = events["hour"] == h, queries["hour"] == h
+        times, click = events["time_ms"][mine], events["is_click"][mine]
+        order = np.argsort(times, kind="stable")
+        k = np.searchsorted(times[order], limit[q], side="left")
+        n[q], clicks[q] = k, np.concatenate([[0.0], np.cumsum(click[order])])[k]
+    return n, clicks
 
 
 def tab_block_pass(events: C.Batch, queries: C.Batch, before: Dict[str, float], delay_ms: int,
                    prior_ctr: float) -> Dict[str, np.ndarray]:
-    """{e_tab, w_tab, r_tab} of the ``queries`` rows, in their order, from the running sums of
-    their tab over K(i) = {j: t_j < t_i - D}, cut at time blocks [kW, (k+1)W):
+    """{e_tab, w_tab, r_tab, tab_hour_ctr} of the ``queries`` rows, in their order, from the
+    running sums of their tab over K(i) = {j: t_j < t_i - D} (of their tab and hour of day for
+    tab_hour_ctr), cut at time blocks [kW, (k+1)W):
 
         S(i) = before + Σ_{j ∈ events, t_j < t_i - D} v_j
 
@@ -79,16 +100,22 @@ def tab_block_pass(events: C.Batch, queries: C.Batch, before: Dict[str, float], 
     block and ``before`` the sums of ``tab_block_sums`` over all its earlier blocks (the
     time-blocked tab pass of signals_beam.py, whose memory is one block's, not the tab's)."""
     if not C.length(queries):
-        return {k: np.zeros(0) for k in ("e_tab", "w_tab", "r_tab")}
+        return {k: np.zeros(0) for k in ("e_tab", "w_tab", "r_tab", "tab_hour_ctr")}
     times = events.get("time_ms", np.zeros(0, dtype=np.int64))
     order = np.argsort(times, kind="stable")
-    known = np.searchsorted(times[order], queries["time_ms"].astype(np.int64) - delay_ms, side="left")
+    limit = queries["time_ms"].astype(np.int64) - delay_ms
+    known = np.searchsorted(times[order], limit, side="left")
     s = {"n": before["n"] + known.astype(np.float64)}
-    values = _row_values(events) if len(times) else {k: np.zeros(0) for k in TAB_SUMS[1:]}
-    for k in TAB_SUMS[1:]:
+    values = _row_values(events) if len(times) else {k: np.zeros(0) for k in _TAB_VALUES}
+    for k in _TAB_VALUES:
         s[k] = before[k] + np.concatenate([[0.0], np.cumsum(values[k][order])])[known]
-    return {"e_tab": S.smoothed(s["clicks"], s["n"], prior_ctr),
-            "w_tab": _mean(s["watch"], s["n"]), "r_tab": _mean(s["ratio"], s["n"])}
+    e_tab = S.smoothed(s["clicks"], s["n"], prior_ctr)
+    hour = queries["hour"].astype(np.int64)
+    hour_n, hour_clicks = _hour_known(events, queries, limit)
+    hour_n += np.array([before[f"n_h{h}"] for h in range(HOURS)])[hour]
+    hour_clicks += np.array([before[f"clicks_h{h}"] for h in range(HOURS)])[hour]
+    return {"e_tab": e_tab, "w_tab": _mean(s["watch"], s["n"]), "r_tab": _mean(s["ratio"], s["n"]),
+            "tab_hour_ctr": S.smoothed(hour_clicks, hour_n, e_tab)}
 
 
 def entity_key(family: str, b: C.Batch) -> np.ndarray:

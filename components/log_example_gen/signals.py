@@ -19,6 +19,8 @@ Click signals (#15):
     user_lift(i)    = Σ_{K_user} (y_j − e_tab(j)) / (|K_user| + A)
     ctr_g(i)        = (Σ_{K_g} y + A·e_tab(i)) / (|K_g| + A)   g = author, music, (tag, tab),
                                                                (tab, duration bucket)
+    tab_hour_ctr(i) = (Σ_{K_tab, h_j = h_i} y + A·e_tab(i)) / (|K_tab, h_j = h_i| + A)
+                      h = hour of day of the log's hourmin (#37's time context; in the tab pass)
     last50_click(i) = (Σ_{R} y + A·e_tab(i)) / (|R| + A)        R = the 50 latest of K_user
     last50_watch(i) = mean_{R} w, 0 if R is empty
 
@@ -34,7 +36,7 @@ r_j = min(max(watch_s_j, 0) / max(duration_s_j, 1 s), R_MAX), R_MAX = ``WATCH_RA
     last50_watch_ratio(i)= mean_{R} r, 0 if R is empty
 
 Passes (signals_beam.py runs each one per key after a GroupByKey): ``tab_pass``
-(e_tab, w_tab, r_tab, and which rows count), ``entity_pass`` (every statistic of one
+(e_tab, w_tab, r_tab, tab_hour_ctr, and which rows count), ``entity_pass`` (every statistic of one
 key: ``ENTITY_SIGNALS``) and ``user_pass`` (the user statistics, in user_examples.py on
 the user's kept rows).
 """
@@ -74,16 +76,18 @@ class SignalRow(NamedTuple):
     duplicate_key: str
     watch_s: float
     duration_s: float
+    hour: int  # hour of day of the log's hourmin (hourmin // 100)
 
 
 class Known(NamedTuple):
-    """A SignalRow with its tab priors (e_tab, w_tab, r_tab) and whether it counts
-    (not a duplicate copy)."""
+    """A SignalRow with its tab priors (e_tab, w_tab, r_tab), whether it counts (not a
+    duplicate copy) and its tab_hour_ctr."""
     row: SignalRow
     e_tab: float
     counted: bool
     w_tab: float
     r_tab: float
+    tab_hour_ctr: float
 
 
 def known_order(times: Sequence[int], delay_ms: int) -> Iterator[Tuple[str, int]]:
@@ -125,10 +129,11 @@ def _mean(total: float, n: float) -> float:
 
 def tab_pass(rows: Sequence[SignalRow], delay_ms: int, prior_ctr: float,
              duplicate_rule: str) -> List[Known]:
-    """One tab's rows -> Known rows (e_tab, w_tab, r_tab), in input order."""
+    """One tab's rows -> Known rows (e_tab, w_tab, r_tab, tab_hour_ctr), in input order."""
     counted = counted_flags(rows, duplicate_rule)
     clicks = n = watch = ratio = 0.0
-    priors: List[Optional[Tuple[float, float, float]]] = [None] * len(rows)
+    per_hour: Dict[int, List[float]] = collections.defaultdict(lambda: [0.0, 0.0])  # hour: [clicks, n]
+    priors: List[Optional[Tuple[float, float, float, float]]] = [None] * len(rows)
     for what, k in known_order([r.time_ms for r in rows], delay_ms):
         r = rows[k]
         if what == "add":
@@ -136,9 +141,12 @@ def tab_pass(rows: Sequence[SignalRow], delay_ms: int, prior_ctr: float,
                 clicks, n = clicks + r.is_click, n + 1
                 watch += log_watch(r.watch_s)
                 ratio += watch_ratio(r.watch_s, r.duration_s)
+                per_hour[r.hour][0] += r.is_click
+                per_hour[r.hour][1] += 1
         else:
-            priors[k] = (smoothed(clicks, n, prior_ctr), _mean(watch, n), _mean(ratio, n))
-    return [Known(r, e, c, w, q) for r, (e, w, q), c in zip(rows, priors, counted)]
+            e = smoothed(clicks, n, prior_ctr)
+            priors[k] = (e, _mean(watch, n), _mean(ratio, n), smoothed(*per_hour.get(r.hour, (0.0, 0.0)), e))
+    return [Known(r, e, c, w, q, h) for r, (e, w, q, h), c in zip(rows, priors, counted)]
 
 
 # The statistics an entity pass can give, from the running sums over K_g(i) and row i's
@@ -232,16 +240,16 @@ ENTITY_SIGNALS: Dict[str, Tuple[Callable, Dict[str, str]]] = {
 def no_history_signals(prior_ctr: float = 0.5) -> Dict[str, float]:
     """The entity signals of a row whose keys have no known earlier event (K empty):
     each statistic of ``entity_pass`` with empty sums and the empty tab's priors."""
-    empty = Known(None, prior_ctr, True, 0.0, 0.0)
+    empty = Known(None, prior_ctr, True, 0.0, 0.0, prior_ctr)
     sums = dict(clicks=0.0, expected=0.0, n=0.0, watch=0.0, ratio=0.0)
-    out = {"sig_tab_ctr": prior_ctr}
+    out = {"sig_tab_ctr": prior_ctr, "sig_tab_hour_ctr": prior_ctr}
     for _, stats in ENTITY_SIGNALS.values():
         out.update({name: ENTITY_STATISTICS[stat](sums, empty) for name, stat in stats.items()})
     return out
 
 
 def row_signals(per_row: Dict[str, float], user: Dict[str, float]) -> Dict[str, float]:
-    """The row's entity signals (sig_tab_ctr and ENTITY_SIGNALS) + its user statistics ->
+    """The row's tab and entity signals (sig_tab_ctr, sig_tab_hour_ctr, ENTITY_SIGNALS) + its user statistics ->
     every signal of models.features.SIGNAL_FEATURES, propensity included."""
     out = dict(per_row)
     out.update(user)

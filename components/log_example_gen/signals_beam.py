@@ -6,8 +6,9 @@ signal_columns.py: the passes on arrays).
   kept rows as (tab, batch) ─► ((tab, time block), event / query rows)
         │  event: a row in its block k = ⌊t / W⌋;  query: a row in block ⌊(t − D) / W⌋
         ├─► block sums of the events ─CombinePerKey─► side input: each tab's sums before block k
-        └─GroupByKey─► tab block pass (signal_columns.tab_block_pass) ─► e_tab, w_tab, r_tab per row
-              ├─► (user shard, ('tab', row_id + sig_tab_ctr))
+        └─GroupByKey─► tab block pass (signal_columns.tab_block_pass) ─► e_tab, w_tab, r_tab,
+              │                                                        tab_hour_ctr per row
+              ├─► (user shard, ('tab', row_id + sig_tab_ctr, sig_tab_hour_ctr))
               └─► ((family, entity shard), batch) ─GroupByKey─► entity pass (signals.ENTITY_SIGNALS)
                                                   ─► (user shard, (family, row_id + its signals))
 
@@ -107,7 +108,7 @@ class _SumsBefore:
 
 
 class _TabBlockPass(beam.DoFn):
-    """((tab, block), event and query rows) -> sig_tab_ctr per user shard; the query rows with
+    """((tab, block), event and query rows) -> sig_tab_ctr, sig_tab_hour_ctr per user shard; the query rows with
     e_tab, w_tab, r_tab per entity shard (tagged ``entity``)."""
 
     def __init__(self, delay_ms: int, prior_ctr: float, user_shards: int, entity_shards: int):
@@ -133,7 +134,7 @@ class _TabBlockPass(beam.DoFn):
             return
         b.update(signal_columns.tab_block_pass(C.concat(events), b, self._before.before(tab, block),
                                                self._delay_ms, self._prior_ctr))
-        out = _signal_batch(b, {"sig_tab_ctr": b["e_tab"]})
+        out = _signal_batch(b, {"sig_tab_ctr": b["e_tab"], "sig_tab_hour_ctr": b["tab_hour_ctr"]})
         yield from self._out.add(None, out, C.shard_of(out["user_id"], self._user_shards))
         for family in signals.ENTITY_SIGNALS:
             keys = C.shard_of(signal_columns.entity_hash(family, b), self._entity_shards)
@@ -150,7 +151,7 @@ def _entity_pass(element, delay_ms: int, user_shards: int):
 class RowSignals(beam.PTransform):
     """(tab, batch of kept rows: example_batches.signal_rows) -> two PCollections (the tab pass's,
     the entity passes') of (user shard, (family, batch of row_id, user_id and the family's
-    signals)) for sig_tab_ctr and every entity family; the two
+    signals)) for the tab pass (sig_tab_ctr, sig_tab_hour_ctr) and every entity family; the two
     groupings go through files under the spill folders when they are set (spill.py).
     ``rows_per_date``: a singleton side input of the log's [(date, rows)], for W (module doc)."""
 

@@ -24,8 +24,8 @@ def test_log_signals_take_family_names():
     assert F.parse_enabled_signals("sig_user_lift, session") == ("sig_user_lift",) + session
     assert F.parse_enabled_signals("families") == tuple(F.FAMILY_FEATURES)
     assert len(F.FAMILY_FEATURES) == 27 == len(set(F.FAMILY_FEATURES))
-    # "all" is not a family: the 18 signals (17 before sig_tag_tab_watch; records list theirs in log_signals)
-    # and hist_tab
+    # "all" is not a family: the 19 signals (17 before sig_tag_tab_watch, 18 before sig_tab_hour_ctr; records
+    # list theirs in log_signals) and hist_tab
     assert F.parse_enabled_signals("all") == tuple(F.SIGNAL_FEATURES) + ("hist_tab",)
     assert F.parse_enabled_signals("all,families") == tuple(F.SIGNAL_FEATURES) + ("hist_tab",) + tuple(F.FAMILY_FEATURES)
     with pytest.raises(ValueError, match="sesion"):

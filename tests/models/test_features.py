@@ -39,6 +39,8 @@ def test_signals_are_always_raw_and_model_inputs_only_when_enabled():
     with pytest.raises(ValueError, match="sig_nope"):
         F.parse_enabled_signals("sig_nope")
     assert set(F.USER_SIGNAL_FEATURES) <= set(F.SIGNAL_FEATURES)
+    # #37's time context: the tab's CTR at this hour depends on the request (tab, hour), not the candidate
+    assert F.SIGNAL_TRANSFORMS["sig_tab_hour_ctr"] == "logit" and "sig_tab_hour_ctr" in F.USER_SIGNAL_FEATURES
     # watch-time signals (#13): the user's is user side, the video's, author's and tab x duration's
     # depend on the candidate; all are already log1p means or capped ratios (no transform)
     watch = ["sig_video_watch", "sig_video_watch_ratio", "sig_author_watch", "sig_tab_duration_watch",

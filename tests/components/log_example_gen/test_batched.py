@@ -33,17 +33,18 @@ def test_columnar_passes_match_brute_force(delay_ms):
         idx = [i for i in range(len(rows)) if live[i]]
         b = {"row_id": np.array(idx, dtype=np.int64)}
         for col, name in [("t", "time_ms"), ("user", "user_id"), ("video", "video_id"), ("tab", "tab"),
-                          ("y", "is_click"), ("author", "author_id"), ("music", "music_id"), ("tag", "tag_id")]:
+                          ("y", "is_click"), ("author", "author_id"), ("music", "music_id"), ("tag", "tag_id"),
+                          ("hour", "hour")]:
             b[name] = np.array([rows[i][col] for i in idx], dtype=np.int64)
         b["duration_bucket"] = np.array([["<15s", "15-30s"].index(rows[i]["bucket"]) for i in idx])
         b["watch_s"] = np.array([rows[i]["watch"] for i in idx])
         b["duration_s"] = np.array([rows[i]["dur"] for i in idx])
-        for k in ("e_tab", "w_tab", "r_tab"):
+        for k in ("e_tab", "w_tab", "r_tab", "tab_hour_ctr"):
             b[k] = np.zeros(len(idx))
         for _, part in C.split_by(dict(b, pos=np.arange(len(idx))), b["tab"]):
             for k, v in signal_columns.tab_pass(part, delay_ms, 0.3).items():
                 b[k][part["pos"]] = v
-        got = {"sig_tab_ctr": b["e_tab"]}
+        got = {"sig_tab_ctr": b["e_tab"], "sig_tab_hour_ctr": b["tab_hour_ctr"]}
         for family in S.ENTITY_SIGNALS:
             got.update(signal_columns.entity_pass(family, b, delay_ms))
         got.update(signal_columns.user_pass(b["user_id"], b, delay_ms))
@@ -80,6 +81,7 @@ def test_time_blocked_tab_pass_equals_the_whole_tab_pass(delay_ms, w):
     b = {"time_ms": times.astype(np.int64), "row_id": np.arange(n, dtype=np.int64),
          "is_click": rng.integers(0, 2, n), "watch_s": rng.exponential(10.0, n),
          "duration_s": rng.uniform(1.0, 60.0, n), "pos": np.arange(n)}
+    b["hour"] = rng.integers(0, 24, n)  # the hour of day, independent of the blocks
     want = signal_columns.tab_pass(b, delay_ms, 0.3)
     groups, sums = {}, []
     for key, value in SB._tab_blocks((5, b), delay_ms, w):
@@ -131,7 +133,8 @@ def reference_signal_row(g, videos):
     return S.SignalRow(key=(g.source, g.offset), user_id=r.user_id, time_ms=r.time_ms, is_click=r.is_click,
                        tab=r.tab, video_id=r.video_id, author_id=video["author_id"], music_id=video["music_id"],
                        tag_id=video["tag_id"], duration_bucket=F.duration_bucket(duration_s),
-                       duplicate_key=g.duplicate_key(), watch_s=r.play_time_ms / 1000.0, duration_s=duration_s)
+                       duplicate_key=g.duplicate_key(), watch_s=r.play_time_ms / 1000.0, duration_s=duration_s,
+                       hour=r.hourmin // 100)
 
 
 def per_row_reference(input_dir, cfg):
@@ -174,7 +177,7 @@ def per_row_reference(input_dir, cfg):
         by_tab[r.tab].append(r)
     known = [k for rows in by_tab.values() for k in S.tab_pass(rows, delay, cfg.signal_prior_ctr, cfg.duplicate_rule)]
     for k in known:
-        per_row[k.row.key]["sig_tab_ctr"] = k.e_tab
+        per_row[k.row.key].update(sig_tab_ctr=k.e_tab, sig_tab_hour_ctr=k.tab_hour_ctr)
     for key_fn, stats in S.ENTITY_SIGNALS.values():
         groups = collections.defaultdict(list)
         for k in known:

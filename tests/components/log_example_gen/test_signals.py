@@ -15,14 +15,15 @@ P0 = 0.3
 
 
 def srow(i, t, y, tab=1, user=1, video=10, author=100, music=5, tag=7, bucket="<15s", dup=None,
-         watch=0.0, duration=10.0):
+         watch=0.0, duration=10.0, hour=12):
     return S.SignalRow(key=("f", i), user_id=user, time_ms=t, is_click=y, tab=tab, video_id=video,
                        author_id=author, music_id=music, tag_id=tag, duration_bucket=bucket,
-                       duplicate_key=dup if dup is not None else f"row{i}", watch_s=watch, duration_s=duration)
+                       duplicate_key=dup if dup is not None else f"row{i}", watch_s=watch, duration_s=duration,
+                       hour=hour)
 
 
 def known(row, e_tab, counted, w_tab=0.0, r_tab=0.0):
-    return S.Known(row, e_tab, counted, w_tab, r_tab)
+    return S.Known(row, e_tab, counted, w_tab, r_tab, e_tab)
 
 
 # ---------------------------------------------------------------- hand-made values
@@ -127,7 +128,8 @@ def random_log(n, seed, tie_prone=True):
         video = rng.choice([10, 11, 12])
         rows.append(dict(t=rng.randrange(0, 40 if tie_prone else 10_000) * 250, user=rng.choice([1, 2, 3]),
                          video=video, tab=rng.choice([0, 1]), y=rng.randint(0, 1),
-                         watch=float(rng.randint(0, 30)), bucket=rng.choice(["<15s", "15-30s"])))
+                         watch=float(rng.randint(0, 30)), bucket=rng.choice(["<15s", "15-30s"]),
+                         hour=rng.choice([8, 21])))
         # durations: under 1 s (the ratio's floor), 10 s (ratios above the cap) and 20 s
         rows[-1]["dur"] = rng.choice([0.5, 10.0]) if rows[-1]["bucket"] == "<15s" else 20.0
     rows.append(dict(rows[3]))  # an exact duplicate
@@ -189,6 +191,7 @@ def brute_force(rows, delay_ms, p0=P0):
              "sig_author_watch": watch(K(i, eq(i, "author"))),
              "sig_tab_duration_watch": watch(K(i, eq(i, "tab", "bucket"))),
              "sig_tag_tab_watch": watch(K(i, eq(i, "tag", "tab"))),
+             "sig_tab_hour_ctr": ctr(K(i, eq(i, "tab", "hour"))),
              "sig_last50_watch_ratio": mean(r, recent)}
         s["sig_propensity"] = min(max(e[i] * s["sig_user_coec"] * s["sig_video_coec"], 0.0), 1.0)
         out.append(s)
@@ -198,7 +201,7 @@ def brute_force(rows, delay_ms, p0=P0):
 def passes(rows, delay_ms, p0=P0):
     """The passes as signals_beam.py / user_examples.py group them, in plain Python."""
     srows = [S.SignalRow(("f", i), r["user"], r["t"], r["y"], r["tab"], r["video"], r["author"], r["music"],
-                         r["tag"], r["bucket"], str(sorted(r.items())), r["watch"], r["dur"])
+                         r["tag"], r["bucket"], str(sorted(r.items())), r["watch"], r["dur"], r["hour"])
              for i, r in enumerate(rows)]
     per_row = collections.defaultdict(dict)
 
@@ -210,7 +213,7 @@ def passes(rows, delay_ms, p0=P0):
 
     known = [k for g in grouped(srows, lambda r: r.tab) for k in S.tab_pass(g, delay_ms, p0, "drop")]
     for k in known:
-        per_row[k.row.key]["sig_tab_ctr"] = k.e_tab
+        per_row[k.row.key].update(sig_tab_ctr=k.e_tab, sig_tab_hour_ctr=k.tab_hour_ctr)
     for key_fn, stats in S.ENTITY_SIGNALS.values():
         for g in grouped(known, lambda k: key_fn(k.row)):
             for k, v in zip(g, S.entity_pass(g, delay_ms, stats)):
@@ -271,7 +274,7 @@ def test_pipeline_writes_the_brute_force_signals(tmp_path, monkeypatch, block_ro
         r["date"] = day_of[min(r["t"] // 3500, 2)]
     lines = [FL.log_line(r["user"], r["video"], r["date"], FL.at(r["date"], r["t"]), is_click=r["y"],
                          play_time_ms=int(r["watch"] * 1000), tab=r["tab"],
-                         duration_ms=int(r["dur"] * 1000)) for r in rows]
+                         duration_ms=int(r["dur"] * 1000), hourmin=r["hour"] * 100 + 30) for r in rows]
     with open(folder / "log_all.csv", "w") as f:
         f.write(",".join(FL.P.LOG_COLUMNS) + "\n" + "\n".join(lines) + "\n")
     delay_s = 0.25  # one time step: the previous step's labels are not known yet
