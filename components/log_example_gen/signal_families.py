@@ -44,7 +44,7 @@ and ρ_u(i) = mean_{K_u} r, 0 when K_u is empty; d_i = the candidate's duration 
 
 ``time_context`` (g = (u, hour_i), the hour of day of the log's ``hourmin``):
     sig_user_hour_ctr = (Σ_{K_g} y + A·e) / (|K_g| + A);  sig_user_hour_n = |I_g(i)|
-(the tab's CTR at this hour needs every user's rows: an entity pass, not built yet).
+(the tab's CTR at this hour needs every user's rows: signals.py's sig_tab_hour_ctr, in the tab pass).
 
 The per-row reference path (user_examples.py) does not compute them: they exist only in
 the batched path and are tested against a naive loop over these equations
