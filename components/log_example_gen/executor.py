@@ -3,12 +3,9 @@
 ``run_log_example_gen`` is the whole execution on explicit artifacts and a Beam
 pipeline (tests call it directly); ``Executor`` is the TFX wrapper.
 """
-import json
-import os
 from typing import Any, Dict, List, Optional
 
 import apache_beam as beam
-import tensorflow as tf
 from absl import logging
 from tfx import types
 from tfx.components.example_gen import driver as example_gen_driver
@@ -24,7 +21,7 @@ from components.log_example_gen import inputs as inputs_lib
 from components.log_example_gen import time_split, user_events
 from components.log_example_gen.artifacts import num_examples_property
 from components.log_example_gen.config import LogExampleGenConfig
-from models.training.input import SPLIT_COUNTS_FILE
+from models.training.split_counts import write_split_counts
 
 skip_for_local_runners()  # no TFX sdist per run on the DirectRunner (components/beam_dependencies.py)
 
@@ -75,9 +72,8 @@ def run_log_example_gen(beam_pipeline: beam.Pipeline, input_base: str, config: L
     for split in time_split.SPLIT_NAMES:
         examples.set_int_custom_property(num_examples_property(split), counts["splits"][split])
     # the same counts as a file in the artifact, for the Trainer, whose FnArgs has the split's files
-    # but not the artifact: it sizes its in-memory read from them (models/training/input.py)
-    with tf.io.gfile.GFile(os.path.join(examples.uri, SPLIT_COUNTS_FILE), "w") as f:
-        json.dump({split: int(counts["splits"][split]) for split in time_split.SPLIT_NAMES}, f)
+    # but not the artifact: it sizes its in-memory read from them (models/training/split_counts.py)
+    write_split_counts(examples.uri, {split: counts["splits"][split] for split in time_split.SPLIT_NAMES})
     if config.user_events:  # every user's history events once, beside the splits (user_events.py)
         examples.set_string_custom_property(USER_EVENTS_PROPERTY, user_events.DIR)
     for key in ("total_rows", "good_rows", "bad_rows", "dropped_rows", "history_only_rows"):

@@ -3,16 +3,14 @@
 LogExampleGen writes each user's rows together and the file order drifts, so the
 shuffle buffer must cover the train split (TrainerConfig.shuffle_buffer_size).
 """
-import json
 import logging
-import os
-import re
 
 import tensorflow as tf
 
 from models import features as F
 from models import heads as heads_lib
 from models.heads import CLICK_OUTPUT, WATCH_OUTPUT
+from models.training.split_counts import split_rows
 
 LABEL_KEYS = {CLICK_OUTPUT: F.LABEL_CLICK, WATCH_OUTPUT: F.LABEL_WATCH}
 
@@ -44,7 +42,7 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
     transformed arrays exceed it is not held in memory (memory would grow with the log:
     ~1.9 KB a row, ~3x at peak while read) but streamed as below, through the shuffle
     buffer. When the Examples artifact says how many rows the split has (`split_rows`:
-    LogExampleGen's ``num_examples.json``), the first batch read decides: its bytes per row
+    LogExampleGen's ``num_examples.json``, split_counts.py), the first batch read decides: its bytes per row
     times the split's rows (the transformed arrays have a fixed width per row); otherwise
     reading stops at the first batch past the budget, and that abandoned read costs up to
     the budget's rows.
@@ -90,27 +88,6 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
 
 
 MATERIALIZE_BATCH = 4096  # rows per parse/transform call when reading a split into memory
-# an Examples artifact's rows per split, {split name: rows}, at its root (LogExampleGen writes it)
-SPLIT_COUNTS_FILE = "num_examples.json"
-
-
-def split_rows(file_pattern):
-    """Rows of the split(s) `file_pattern` names (``<artifact uri>/Split-<name>/<files>``, a
-    pattern or a list, as FnArgs' train_files), from each artifact's `SPLIT_COUNTS_FILE`;
-    None when a pattern is not a split's or its artifact has no such file (another ExampleGen)."""
-    total = 0
-    for pattern in [file_pattern] if isinstance(file_pattern, str) else file_pattern:
-        split_dir = os.path.dirname(pattern)
-        match = re.fullmatch(r"Split-(.+)", os.path.basename(split_dir))
-        path = os.path.join(os.path.dirname(split_dir), SPLIT_COUNTS_FILE)
-        if not match or not tf.io.gfile.exists(path):
-            return None
-        with tf.io.gfile.GFile(path) as f:
-            rows = json.load(f).get(match.group(1))
-        if not isinstance(rows, int):
-            return None
-        total += rows
-    return total
 
 
 def materialize(dataset, max_bytes=None, expected_rows=None):

@@ -171,7 +171,7 @@ def test_component_under_local_dag_runner(tmp_path):
     assert set(train) == {key_of("a")} and set(validation) == {key_of(n) for n in "bce"}
     assert set(evals) == {key_of(n) for n in "dfg"}
     # the split counts as a file in the artifact, equal to its properties and to the files (the Trainer's)
-    from models.training.input import split_rows
+    from models.training.split_counts import split_rows
 
     for split, rows in (("train", train), ("validation", validation), ("eval", evals)):
         assert art.custom_properties[f"num_{split}_examples"].int_value == len(rows)

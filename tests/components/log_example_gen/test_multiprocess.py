@@ -20,7 +20,7 @@ import threading
 import pytest
 
 from components.log_example_gen import beam_pipeline as bp
-from models.training.input import SPLIT_COUNTS_FILE
+from models.training.split_counts import SPLIT_COUNTS_FILE
 from tests.components.log_example_gen.fixture_logs import run_component
 
 KNOBS = dict(eval_last_n_days=1, validation_last_n_days=1, max_bad_row_fraction=1.0, read_range_bytes=2048)

@@ -2,10 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-import json
-import os
-
-from models.training.input import SPLIT_COUNTS_FILE, SplitTooLarge, in_memory_dataset, materialize, split_rows
+from models.training.input import SplitTooLarge, in_memory_dataset, materialize
 
 
 def _arrays(n=10):
@@ -113,20 +110,6 @@ def test_known_split_rows_decide_after_the_first_batch():
     np.testing.assert_array_equal(whole["a"], features["a"])
     whole, _ = materialize(ds, max_bytes=None, expected_rows=10 ** 9)  # no budget: the count is not used
     np.testing.assert_array_equal(whole["a"], features["a"])
-
-
-def test_split_rows_reads_the_artifact_counts(tmp_path):
-    uri = str(tmp_path / "examples")
-    for split in ("train", "eval"):
-        os.makedirs(os.path.join(uri, f"Split-{split}"))
-    pattern = lambda split: os.path.join(uri, f"Split-{split}", "*")  # noqa: E731  (FnArgs' form)
-    assert split_rows([pattern("train")]) is None  # no counts file: another ExampleGen's artifact
-    with open(os.path.join(uri, SPLIT_COUNTS_FILE), "w") as f:
-        json.dump({"train": 7, "eval": 3}, f)
-    assert split_rows([pattern("train")]) == 7 and split_rows(pattern("eval")) == 3
-    assert split_rows([pattern("train"), pattern("eval")]) == 10
-    assert split_rows([pattern("validation")]) is None  # a split the file does not name
-    assert split_rows([os.path.join(uri, "*")]) is None  # not a split's files
 
 
 def test_the_memory_budget_must_be_positive():
