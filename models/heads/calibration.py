@@ -37,6 +37,7 @@ _MAX_ITER = 100
 _TOL = 1e-12  # stop when a Newton step lowers L by less than this
 
 
+@keras.saving.register_keras_serializable(package="watchtime_ranker")
 class PlattCalibration(keras.layers.Layer):
     """y = a·x + b with scalars a, b (non-trainable; set by `fit_model`, identity at build).
 

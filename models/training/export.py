@@ -2,7 +2,8 @@
 
 - `serving_default`: raw features as named tensors (JSON-friendly; the history as
   fixed-length padded lists of length L), the REST clients' signature;
-- `serving_examples`: serialized tf.Examples (what TFMA feeds the Evaluator);
+- `serving_examples`: serialized tf.Examples (what TFMA feeds the Evaluator), parsed and
+  passed to `serving_default`'s function (a call op: the model is traced once for both);
 - `serving_rank`: one user, N candidates. The user-side inputs
   (`features.USER_CONTEXT_FEATURES`: profile, request context, history) have batch 1,
   the candidate-side inputs (`features.CANDIDATE_FEATURES`) batch N. The transform graph
@@ -16,7 +17,8 @@
 - `serving_dqc` (CQE head only): the raw named tensors plus `dqc_k` [B] (float, in
   [0, 1]): the DQC weight per request (dqc = k·t_low + (1 − k)·t_high). TF Serving
   signatures have no optional inputs, so `serving_default` uses the configured
-  default k and this third signature takes k explicitly.
+  default k and this third signature takes k explicitly (`serving_default`'s function,
+  then the DQC and a ranking score that uses it recomputed at k).
 
 Outputs (names stable across heads): "click_prob" [B, 1], "watch_time_s" [B, 1],
 "ranking_score" [B, 1] and, with the CQE head, "quantiles" [B, N], "cse", "dqc",
@@ -44,22 +46,26 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     cqe_layer = _find_layer(model, "cqe")
     formula = _ranking_formula(model)
 
-    def run(raw_features, dqc_k=None):
-        return run_transformed(model.tft_layer(raw_features), dqc_k)
+    def run(raw_features):
+        return run_transformed(model.tft_layer(raw_features))
 
-    def run_transformed(transformed, dqc_k=None):
+    def run_transformed(transformed):
         inputs = {k: transformed[k] for k in model.input_names}
         outputs = dict(model(inputs, training=False))
         for key in heads_lib.TRAINING_ONLY_OUTPUTS:
             outputs.pop(key, None)
-        if dqc_k is not None:  # DQC with the request's k, and a ranking score that may use it
-            q = outputs[heads_lib.QUANTILES_OUTPUT]
-            k = tf.reshape(tf.clip_by_value(tf.cast(dqc_k, q.dtype), 0.0, 1.0), [-1, 1])
-            t_high = tf.reshape(interpolate_quantile(q, cqe_layer.tau_high, cqe_layer.taus), [-1, 1])
-            outputs[heads_lib.DQC_OUTPUT] = k * outputs[heads_lib.CSE_OUTPUT] + (1.0 - k) * t_high
-            if formula is not None:
-                outputs[heads_lib.RANKING_OUTPUT] = heads_lib.ranking_score(outputs, formula)
-        return {name: tf.identity(value, name=name) for name, value in outputs.items()}
+        return _named(outputs)
+
+    def with_dqc_k(outputs, dqc_k):
+        """The outputs with the DQC at the request's k, and a ranking score that may use it."""
+        outputs = dict(outputs)
+        q = outputs[heads_lib.QUANTILES_OUTPUT]
+        k = tf.reshape(tf.clip_by_value(tf.cast(dqc_k, q.dtype), 0.0, 1.0), [-1, 1])
+        t_high = tf.reshape(interpolate_quantile(q, cqe_layer.tau_high, cqe_layer.taus), [-1, 1])
+        outputs[heads_lib.DQC_OUTPUT] = k * outputs[heads_lib.CSE_OUTPUT] + (1.0 - k) * t_high
+        if formula is not None:
+            outputs[heads_lib.RANKING_OUTPUT] = heads_lib.ranking_score(outputs, formula)
+        return _named(outputs)
 
     raw_signature = {
         k: tf.TensorSpec([None] + list(spec.shape), spec.dtype, name=k) for k, spec in serving_spec.items()
@@ -69,9 +75,11 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     def serve_raw(raw_features):
         return run(dict(raw_features))
 
+    # serving_examples and serving_dqc call serve_raw's graph (a function-call op in the
+    # SavedModel): the transform graph and the model are traced once for the three.
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve_examples(serialized):
-        return run(tf.io.parse_example(serialized, serving_spec))
+        return _named(serve_raw(tf.io.parse_example(serialized, serving_spec)))
 
     user_side = set(F.USER_CONTEXT_FEATURES)
     rank_signature = {
@@ -102,10 +110,15 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
         def serve_dqc(request):
             request = dict(request)
             k = request.pop("dqc_k")
-            return run(request, dqc_k=k)
+            return with_dqc_k(serve_raw(request), k)
 
         signatures["serving_dqc"] = serve_dqc.get_concrete_function()
     return signatures
+
+
+def _named(outputs: dict) -> dict:
+    """Each output under its own name in the graph."""
+    return {name: tf.identity(value, name=name) for name, value in outputs.items()}
 
 
 def _one_row(x):
@@ -132,7 +145,14 @@ def _ranking_formula(model):
 
 def export_serving_model(model, tf_transform_output, history_length: int, export_dir: str) -> str:
     """Saves `model` with the serving signatures to `export_dir` (a SavedModel that
-    tf.saved_model.load / TF Serving read without any custom-object registry)."""
+    tf.saved_model.load / TF Serving read without any custom-object registry).
+
+    Without Keras's per-layer call traces (`save_traces=False`): the signatures are what
+    serving runs, and keras.models.load_model (the Publisher's rewrite.load_trained_model)
+    rebuilds the ranker from its layers' configs (every custom layer is registered), then
+    restores the variables. Tracing every layer's call for the SavedModel cost ~7 s per
+    export; the loaded object has no Keras `variables` list (read them from
+    variables/variables with tf.train.load_checkpoint)."""
     signatures = serving_signatures(model, tf_transform_output, history_length)
-    model.save(export_dir, save_format="tf", signatures=signatures)
+    model.save(export_dir, save_format="tf", signatures=signatures, save_traces=False)
     return export_dir
