@@ -14,8 +14,9 @@ signal_columns.py: the passes on arrays).
 
 The tab pass is cut into time blocks of W (``tab_block_ms``): a row's known set
 K(i) = {j: t_j < t_i − D} is every row of its tab in the blocks before ⌊(t_i − D) / W⌋ (their
-sums, a side input of a few numbers per block) plus that block's rows before t_i − D, so a
-worker holds one tab-block, not the tab (one tab is ~74 % of the simulated log). Any W gives
+sums, a side input of 52 numbers per block: signal_columns.TAB_SUMS) plus that block's rows
+before t_i − D, so a worker holds one tab-block, not the tab (one tab is ~74 % of the
+simulated log). Any W gives
 the same signals; W is the longest whole number of hours whose rows, at the busiest day's
 rate over all tabs, stay within ``TAB_BLOCK_ROWS``:
 
@@ -134,8 +135,9 @@ class _TabBlockPass(beam.DoFn):
             return
         b.update(signal_columns.tab_block_pass(C.concat(events), b, self._before.before(tab, block),
                                                self._delay_ms, self._prior_ctr))
-        out = _signal_batch(b, {"sig_tab_ctr": b["e_tab"], "sig_tab_hour_ctr": b["tab_hour_ctr"]})
+        out = _signal_batch(b, {"sig_tab_ctr": b["e_tab"], "sig_tab_hour_ctr": b.pop("tab_hour_ctr")})
         yield from self._out.add(None, out, C.shard_of(out["user_id"], self._user_shards))
+        del b["hour"]  # the tab pass's own: the entity passes do not read it
         for family in signals.ENTITY_SIGNALS:
             keys = C.shard_of(signal_columns.entity_hash(family, b), self._entity_shards)
             yield from self._out.add("entity", b, keys, label=family)
