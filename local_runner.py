@@ -17,13 +17,15 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # before TensorFlow loads
 
 from absl import logging  # noqa: E402
-from tfx import v1 as tfx  # noqa: E402
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: E402
 
 from pipeline import runners  # noqa: E402
-from pipeline.process_memory import ReleaseAfterComponents  # noqa: E402
+from pipeline.process_memory import ReleaseAfterComponents, freeze_loaded_objects  # noqa: E402
 
 if __name__ == "__main__":
     logging.set_verbosity(logging.INFO)
     py_logging.getLogger().addHandler(ReleaseAfterComponents())  # absl's records propagate to the root
     runners.ensure_simulated_logs()
-    tfx.orchestration.LocalDagRunner().run(runners.build_local())
+    dag = runners.build_local()
+    freeze_loaded_objects()
+    LocalDagRunner().run(dag)

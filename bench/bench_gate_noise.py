@@ -117,7 +117,7 @@ def main(argv=None) -> None:
     if args.logs:
         os.environ["LOGS"] = os.path.abspath(args.logs)
 
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from pipeline import configs, runners
     from pipeline.artifacts import PipelineStore
@@ -135,7 +135,7 @@ def main(argv=None) -> None:
         pipeline = runners.build_local(data_path, args.out, enable_cache=True, compare_to_blessed=False,
                                        model_report=False, trainer_config=configs.trainer_config(seed=seed),
                                        eval_gates=dict(configs.EVAL_GATES, auc_floor=2.0))  # never blessed
-        tfx.orchestration.LocalDagRunner().run(pipeline)
+        LocalDagRunner().run(pipeline)
         store = PipelineStore.for_output_dir(args.out)
         metrics = overall_metrics(store.latest_uri("Evaluator", "evaluation"))
         runs.append({"seed": seed, "seconds": round(time.time() - started, 1),

@@ -83,7 +83,7 @@ def rest_check(serving_dir: str, model_name: str, examples_uri: str, n: int = 8)
 
 
 def run_one(logs: str, work: str, model_type: str, watch_head: str) -> dict:
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from components.model_report import inputs
     from pipeline import configs
@@ -94,7 +94,7 @@ def run_one(logs: str, work: str, model_type: str, watch_head: str) -> dict:
     trainer_config = configs.trainer_config(model_type, watch_head=watch_head)
     before = set(glob.glob(os.path.join(paths["serving_model_dir"], "*")))
     t0 = time.time()
-    tfx.orchestration.LocalDagRunner().run(build_local(
+    LocalDagRunner().run(build_local(
         logs, work, enable_cache=True, compare_to_blessed=False, trainer_config=trainer_config))
     seconds = time.time() - t0
     store = PipelineStore.for_output_dir(work)

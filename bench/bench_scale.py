@@ -76,13 +76,13 @@ def _pipeline(logs: str, out: str):
 
 def run_node(logs: str, out: str, node: str) -> dict:
     """Child process: a partial run of one node; JSON on the last stdout line."""
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
     from tfx.orchestration import pipeline as pipeline_py
 
     p = _pipeline(logs, out)
     start = time.time()
     cpu_before = _cpu_seconds()
-    tfx.orchestration.LocalDagRunner().run(p, run_options=pipeline_py.RunOptions(from_nodes=[node], to_nodes=[node]))
+    LocalDagRunner().run(p, run_options=pipeline_py.RunOptions(from_nodes=[node], to_nodes=[node]))
     return {"name": node, "seconds": round(time.time() - start, 2),
             "cpu_seconds": round(_cpu_seconds() - cpu_before, 2),
             "peak_rss_mb": round(peak_rss_mb(), 1),

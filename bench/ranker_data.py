@@ -51,7 +51,8 @@ def cache_key(logs, train_days, eval_days) -> dict:
 def run_example_gen_and_transform(logs, work, train_days, eval_days):
     """The pipeline's LogExampleGen + ImportSchemaGen + Transform; returns their output dirs.
     Cached in `work`: a rerun with the same cache_key reuses them, another key reruns."""
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.pipeline import Pipeline
 
     import dataclasses
 
@@ -80,11 +81,11 @@ def run_example_gen_and_transform(logs, work, train_days, eval_days):
         for down in list(node.downstream_nodes):
             if down not in keep:
                 node.remove_downstream_node(down)
-    partial = tfx.dsl.Pipeline(pipeline_name=full.pipeline_info.pipeline_name,
+    partial = Pipeline(pipeline_name=full.pipeline_info.pipeline_name,
                                pipeline_root=full.pipeline_info.pipeline_root, components=keep,
                                enable_cache=False, metadata_connection_config=full.metadata_connection_config,
                                beam_pipeline_args=full.beam_pipeline_args)
-    tfx.orchestration.LocalDagRunner().run(partial)
+    LocalDagRunner().run(partial)
     os.makedirs(work, exist_ok=True)
     json.dump(key, open(stamp, "w"))
     return latest()

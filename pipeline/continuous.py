@@ -85,7 +85,7 @@ def run_span(k: int, data_path: str, output_dir: str, origin_ms: int, mode: Opti
     """One pipeline run on span k; returns {"span", "mode", "seconds", "blessed", "publish", "warm_start"}.
     `transform_every`: run_mode_for's; `overrides`: create_pipeline arguments (tests: small trainer,
     lenient gates)."""
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from pipeline import runners
     from pipeline.artifacts import PipelineStore
@@ -98,7 +98,7 @@ def run_span(k: int, data_path: str, output_dir: str, origin_ms: int, mode: Opti
                              span_example_gen_config(k, origin_ms, base, span_hours, holdout_hours, from_span=0))
     overrides.setdefault("model_report", False)
     started = time.time()
-    tfx.orchestration.LocalDagRunner().run(runners.build_local(
+    LocalDagRunner().run(runners.build_local(
         data_path, output_dir, example_gen_config=example_gen_config, run_mode=mode, **overrides))
     store = PipelineStore.for_output_dir(output_dir)
     history_path = os.path.join(store.latest_uri("Trainer", "model_run") or "", "history.json")

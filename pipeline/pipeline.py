@@ -27,7 +27,20 @@ import os
 from typing import List, Optional
 
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+# TFX's modules, not `tfx.v1`: importing the v1 API also imports every standard component
+# and Google Cloud's AI Platform client (~5 s of each run's start, #33)
+from tfx.components.evaluator.component import Evaluator
+from tfx.components.example_validator.component import ExampleValidator
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.components.trainer.component import Trainer
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_artifact_strategy import LatestArtifactStrategy
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto.trainer_pb2 import EvalArgs, TrainArgs
+from tfx.proto.transform_pb2 import SplitsConfig
+from tfx.types import standard_artifacts
+from tfx.types.channel import Channel
 
 from components.beam_dependencies import skip_for_local_runners
 from components.log_example_gen.component import LogExampleGen
@@ -134,7 +147,7 @@ def create_pipeline(
     model_report: bool = True,
     vocab_example_gen_config: Optional[LogExampleGenConfig] = None,
     statistics_sample_rows: int = 0,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """Builds the TFX pipeline (see module docstring).
 
     `enable_cache`: reuse a component's outputs from MLMD when it already ran with the
@@ -175,8 +188,8 @@ def create_pipeline(
                          f"last train day(s), got {example_gen_config.validation_last_n_days}")
     example_gen = LogExampleGen(input_base=data_path, config=example_gen_config)
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"], sample_rows=statistics_sample_rows)
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=f"{schema_path}/schema.pbtxt")
-    example_validator = tfx.components.ExampleValidator(
+    schema_gen = ImportSchemaGen(schema_file=f"{schema_path}/schema.pbtxt")
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     vocab_example_gen = None
     if vocab_example_gen_config is not None and run_mode == "full":
@@ -187,7 +200,7 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         preprocessing_fn="models.preprocessing.preprocessing_fn",
         custom_config=transform_config.to_custom_config(),
-        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=[]),
+        splits_config=SplitsConfig(analyze=["train"], transform=[]),
         materialize=False,  # the Trainer transforms raw examples itself (module doc)
         # Neither Transform's pre/post-transform statistics and anomalies (StatisticsGen and
         # ExampleValidator check the examples) nor its analyzer cache (no `analyzer_cache`
@@ -200,36 +213,36 @@ def create_pipeline(
     )
     continuous = []  # the span run's resolvers
     if run_mode == "delta":  # the latest transform graph: vocabulary indices stay fixed
-        graph_resolver = tfx.dsl.Resolver(
-            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
-            transform_graph=tfx.dsl.Channel(type=tfx.types.standard_artifacts.TransformGraph),
+        graph_resolver = Resolver(
+            strategy_class=LatestArtifactStrategy,
+            transform_graph=Channel(type=standard_artifacts.TransformGraph),
         ).with_id("latest_transform_graph_resolver")
         continuous.append(graph_resolver)
         transform_graph = graph_resolver.outputs["transform_graph"]
     else:
         transform_graph = transform.outputs["transform_graph"]
     if run_mode != "batch":  # warm start from the latest trained model
-        model_warm_resolver = tfx.dsl.Resolver(
-            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
-            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_warm_resolver = Resolver(
+            strategy_class=LatestArtifactStrategy,
+            model=Channel(type=standard_artifacts.Model),
         ).with_id("latest_model_resolver")
         continuous.append(model_warm_resolver)
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn="models.training.run_fn.run_fn",
         examples=example_gen.outputs["examples"],
         transform_graph=transform_graph,
         base_model=model_warm_resolver.outputs["model"] if run_mode != "batch" else None,
         schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_steps),
-        eval_args=tfx.proto.EvalArgs(splits=["validation"], num_steps=eval_steps),  # epoch selection
+        train_args=TrainArgs(splits=["train"], num_steps=train_steps),
+        eval_args=EvalArgs(splits=["validation"], num_steps=eval_steps),  # epoch selection
         custom_config=trainer_config.to_custom_config(),
     )
-    model_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    model_resolver = Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
-    evaluator = tfx.components.Evaluator(
+    evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"] if compare_to_blessed else None,
@@ -266,7 +279,7 @@ def create_pipeline(
             ead_t_max_quantile=transform_config.ead_t_max_quantile,
         )
         report.add_upstream_node(pusher)  # a failing report never holds back a push
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         components=[example_gen, statistics_gen, schema_gen, example_validator]

@@ -32,7 +32,7 @@ import os
 import sys
 import time
 
-from pipeline.process_memory import COMPONENT_EVENT, peak_rss_mb, release_free_memory, rss_mb
+from pipeline.process_memory import COMPONENT_EVENT, freeze_loaded_objects, peak_rss_mb, release_free_memory, rss_mb
 
 
 def _parse_args(argv):
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
     started = time.time()
 
     from absl import logging as absl_logging
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from pipeline import configs, runners
     from pipeline.artifacts import PipelineStore
@@ -209,7 +209,9 @@ def main(argv=None) -> int:
     console.say(f"[make run] pipeline {configs.PIPELINE_NAME}: ranker {trainer.model_type}, "
                 f"watch head {trainer.watch_head}, ranking score '{trainer.ranking_score}'")
     try:
-        tfx.orchestration.LocalDagRunner().run(runners.build_local(enable_cache=True))
+        dag = runners.build_local(enable_cache=True)
+        freeze_loaded_objects()
+        LocalDagRunner().run(dag)
     except Exception as e:  # noqa: BLE001 - report where it failed, then the log holds the rest
         where = f" in {progress.current}" if progress.current else ""
         console.err.write(f"[make run] FAILED{where}: {type(e).__name__}: {str(e)[:2000]}\n"

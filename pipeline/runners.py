@@ -50,7 +50,7 @@ def build_local(data_path: str = None, output_dir: str = None, **overrides):
 
     `output_dir` relocates pipeline root, MLMD and serving dir; `overrides` replace
     any create_pipeline argument (tests use it for small runs)."""
-    from tfx import v1 as tfx
+    from tfx.orchestration.metadata import sqlite_metadata_connection_config
 
     from pipeline.pipeline import create_pipeline
 
@@ -61,7 +61,7 @@ def build_local(data_path: str = None, output_dir: str = None, **overrides):
         pipeline_root=paths["pipeline_root"],
         data_path=data_path or configs.DATA_PATH,
         serving_model_dir=paths["serving_model_dir"],
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        metadata_connection_config=sqlite_metadata_connection_config(
             paths["metadata_path"]),
         beam_pipeline_args=configs.BEAM_PIPELINE_ARGS,
     )

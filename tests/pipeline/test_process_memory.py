@@ -27,6 +27,20 @@ def test_release_returns_freed_small_allocations_to_the_os():
     assert released < freed
 
 
+def test_frozen_objects_are_skipped_and_later_cycles_still_collected():
+    """freeze_loaded_objects: what is alive at the freeze leaves the collector's view; a
+    cycle made afterwards (a component's garbage) is still found by release_free_memory
+    (in a child process: freezing this one would keep the suite's cycles forever)."""
+    code = ("import gc, json, weakref\nfrom pipeline import process_memory as p\n"
+            "class C: pass\n"
+            "loaded = [C() for _ in range(1000)]; p.freeze_loaded_objects(); frozen = gc.get_freeze_count(); "
+            "a = C(); a.self = a; alive = weakref.ref(a); del a; p.release_free_memory(); "
+            "print(json.dumps([frozen, alive() is None]))")
+    frozen, collected = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                  check=True).stdout)
+    assert frozen >= 1000 and collected
+
+
 def test_peak_rss_is_the_process_own_not_its_parent():
     """A child of a large parent: ru_maxrss starts at the parent's RSS after fork + exec,
     VmHWM (peak_rss_mb) is the child's own."""
