@@ -1,4 +1,5 @@
-"""AutoGraph skips tf_keras once models.layers is imported (models/layers/autograph_rules.py)."""
+"""AutoGraph skips tf_keras and our models package once models.layers is imported
+(models/layers/autograph_rules.py)."""
 import importlib
 
 import tensorflow as tf  # noqa: F401  (after conftest sets TF_USE_LEGACY_KERAS)
@@ -9,7 +10,7 @@ from models.layers import autograph_rules  # noqa
 from models.layers.dice import Dice
 
 
-def test_tf_keras_is_left_unconverted_and_our_layers_are_converted():
+def test_tf_keras_and_our_layers_are_left_unconverted():
     import inspect
 
     layer_module = inspect.getmodule(tf.keras.layers.Layer)
@@ -17,7 +18,29 @@ def test_tf_keras_is_left_unconverted_and_our_layers_are_converted():
     # a module-level Keras function every Layer.__call__ runs (before the rule: converted)
     input_spec = importlib.import_module(layer_module.__name__.replace("base_layer", "input_spec"))
     assert conversion.is_allowlisted(input_spec.assert_input_compatibility)
-    assert not conversion.is_allowlisted(Dice.call)
+    assert conversion.is_allowlisted(Dice.call)
+
+
+def test_a_tf_function_of_ours_is_converted_at_its_top_level_only():
+    """tf.function asks for its own function's conversion (user_requested), past the rules;
+    a function of ours it calls runs unconverted, so Python control flow on a tensor there
+    fails loudly at trace time instead of silently meaning something else."""
+    import pytest
+
+    from models.layers import _utils
+
+    def zero_if_negative(x):
+        if tf.reduce_sum(x) < 0:
+            x = tf.zeros_like(x)
+        return x
+
+    zero_if_negative.__module__ = _utils.__name__  # as if it were ours
+    assert conversion.is_allowlisted(zero_if_negative)
+    top = tf.function(zero_if_negative)
+    assert top(tf.constant([-1.0, -2.0])).numpy().tolist() == [0.0, 0.0]
+    assert top(tf.constant([1.0, 3.0])).numpy().tolist() == [1.0, 3.0]
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        tf.function(lambda x: zero_if_negative(x) + 1.0)(tf.constant([1.0]))
 
 
 def test_apply_adds_the_rule_once():
@@ -25,4 +48,5 @@ def test_apply_adds_the_rule_once():
 
     autograph_rules.apply()
     autograph_rules.apply()
-    assert sum(isinstance(r, config.DoNotConvert) and r.matches("tf_keras") for r in config.CONVERSION_RULES) == 1
+    for package in ("tf_keras", "models"):
+        assert sum(isinstance(r, config.DoNotConvert) and r.matches(package) for r in config.CONVERSION_RULES) == 1
