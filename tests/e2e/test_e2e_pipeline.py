@@ -100,7 +100,7 @@ def _executions(pipeline_root, component, output):
 
 
 def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from components.model_report import inputs
     from pipeline import configs
@@ -114,7 +114,7 @@ def test_degraded_candidate_is_not_blessed_and_not_pushed(cli_run):
     good_auc = e2e_utils.evaluation_metrics(out)["click_prob/auc"]
 
     degraded = configs.trainer_config(CLI_MODEL_TYPE, watch_head=CLI_WATCH_HEAD, shuffle_labels_seed=1)
-    tfx.orchestration.LocalDagRunner().run(build_local(logs, out, enable_cache=True, trainer_config=degraded))
+    LocalDagRunner().run(build_local(logs, out, enable_cache=True, trainer_config=degraded))
 
     # Upstream outputs came from the cache; the trainer ran again.
     assert len(_executions(root, "LogExampleGen", "examples")) == 1

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.e2e,
 
 
 def test_a_candidate_trained_with_another_seed_is_blessed_against_the_first(tmp_path):
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from components.model_report import inputs
     from data.simulator import simulate
@@ -55,7 +55,7 @@ def test_a_candidate_trained_with_another_seed_is_blessed_against_the_first(tmp_
 
     for seed in (0, 1):
         trainer = configs.trainer_config(seed=seed, deterministic=True)
-        tfx.orchestration.LocalDagRunner().run(
+        LocalDagRunner().run(
             build_local(logs, out, enable_cache=True, trainer_config=trainer, publish_config=publish))
         assert e2e_utils.blessed(out), f"seed {seed}: not blessed"
 

@@ -32,7 +32,7 @@ def _kuairand_subset(dst, user_modulo):
 @pytest.mark.skipif(not glob.glob(os.path.join(KUAIRAND_DIR, "log_*.csv")),
                     reason=f"real KuaiRand-Pure logs not found at {KUAIRAND_DIR}")
 def test_pipeline_on_real_kuairand_subset(tmp_path):
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from pipeline import configs
     from pipeline.runners import build_local
@@ -43,7 +43,7 @@ def test_pipeline_on_real_kuairand_subset(tmp_path):
     # DIN with both watch heads: target attention, CREAD (EAD asset) and CQE quantiles
     # through Transform, Trainer, Evaluator, Pusher, REST and the report on real logs
     trainer_config = configs.trainer_config("din", watch_head="cread+cqe")
-    tfx.orchestration.LocalDagRunner().run(build_local(logs, out, trainer_config=trainer_config))
+    LocalDagRunner().run(build_local(logs, out, trainer_config=trainer_config))
 
     counts = e2e_utils.dead_letter_counts(out)
     assert counts["good_rows"] > 10000 and min(counts["splits"].values()) > 0

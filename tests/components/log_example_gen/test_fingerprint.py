@@ -135,27 +135,29 @@ def test_driver_adds_span_and_fingerprint_to_exec_properties_and_examples(logs):
 # ---------------------------------------------------------------- cached pipeline runs
 
 def _run_pipeline(input_base, root, db):
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.pipeline import Pipeline
+    from tfx.orchestration.metadata import sqlite_metadata_connection_config
 
     from components.log_example_gen.component import LogExampleGen
 
     gen = LogExampleGen(input_base=input_base, config=make_config(
         history_length=5, history_min_watch_s=0.0, train_days=(), eval_days=(), eval_last_n_days=1,
         validation_last_n_days=1, max_bad_row_fraction=0.0))
-    tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+    LocalDagRunner().run(Pipeline(
         pipeline_name="leg_cache_test", pipeline_root=root, components=[gen], enable_cache=True,
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(db),
+        metadata_connection_config=sqlite_metadata_connection_config(db),
         beam_pipeline_args=BEAM_ARGS))
 
 
 def _executions(db):
     """[(state name, exec properties, {output key: [(artifact id, uri, custom props)]})] by id."""
     from ml_metadata.proto import metadata_store_pb2
-    from tfx import v1 as tfx
+    from tfx.orchestration.metadata import sqlite_metadata_connection_config
     from tfx.orchestration import metadata
 
     out = []
-    with metadata.Metadata(tfx.orchestration.metadata.sqlite_metadata_connection_config(db)) as m:
+    with metadata.Metadata(sqlite_metadata_connection_config(db)) as m:
         for ex in sorted(m.store.get_executions(), key=lambda e: e.id):
             events = [e for e in m.store.get_events_by_execution_ids([ex.id])
                       if e.type == metadata_store_pb2.Event.OUTPUT]

@@ -134,7 +134,9 @@ def test_empty_split_fails_naming_the_dates(tmp_path):
 @pytest.mark.e2e
 def test_component_under_local_dag_runner(tmp_path):
     from ml_metadata.proto import metadata_store_pb2  # noqa: F401
-    from tfx import v1 as tfx
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.pipeline import Pipeline
+    from tfx.orchestration.metadata import sqlite_metadata_connection_config
     from tfx.orchestration import metadata
     from tfx.types import artifact_utils
 
@@ -147,15 +149,15 @@ def test_component_under_local_dag_runner(tmp_path):
     gen = LogExampleGen(input_base=input_base, config=make_config(
         history_length=4, history_min_watch_s=1.0, train_days=(), eval_days=(), eval_last_n_days=1,
         validation_last_n_days=1))
-    pipe = tfx.dsl.Pipeline(
+    pipe = Pipeline(
         pipeline_name="leg_test", pipeline_root=str(tmp_path / "root"), components=[gen],
-        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(db),
+        metadata_connection_config=sqlite_metadata_connection_config(db),
         beam_pipeline_args=BEAM_ARGS)
-    tfx.orchestration.LocalDagRunner().run(pipe)
+    LocalDagRunner().run(pipe)
 
     from components.log_example_gen.artifacts import DeadLetterRows
 
-    with metadata.Metadata(tfx.orchestration.metadata.sqlite_metadata_connection_config(db)) as m:
+    with metadata.Metadata(sqlite_metadata_connection_config(db)) as m:
         [art] = m.store.get_artifacts_by_type("Examples")
         [dl] = m.store.get_artifacts_by_type(DeadLetterRows.TYPE_NAME)
     assert artifact_utils.decode_split_names(art.properties["split_names"].string_value) == [
