@@ -28,7 +28,7 @@ from typing import List, Optional
 
 import tensorflow_model_analysis as tfma
 # TFX's modules, not `tfx.v1`: importing the v1 API also imports every standard component
-# and Google Cloud's AI Platform client (~5 s of each run's start, #33)
+# and Google Cloud's AI Platform client (imports + definition 17.7 -> 11.5 s, #33)
 from tfx.components.evaluator.component import Evaluator
 from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen

@@ -151,8 +151,9 @@ def export_serving_model(model, tf_transform_output, history_length: int, export
     serving runs, and keras.models.load_model (the Publisher's rewrite.load_trained_model)
     rebuilds the ranker from its layers' configs (every custom layer is registered), then
     restores the variables (tests/models/test_registered_layers.py). Tracing every layer's
-    call for the SavedModel cost ~7 s per export of the default DIN; the loaded object has no Keras `variables` list (read them from
-    variables/variables with tf.train.load_checkpoint)."""
+    call for the SavedModel cost ~7 s per export of the default DIN. The loaded object has
+    no Keras `variables` list (read them from variables/variables with
+    tf.train.load_checkpoint)."""
     signatures = serving_signatures(model, tf_transform_output, history_length)
     model.save(export_dir, save_format="tf", signatures=signatures, save_traces=False)
     return export_dir
