@@ -90,9 +90,12 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
     with a CQE watch head (`watch_head` "cqe" or "cread+cqe") the "quantiles" output
     [B, num_quantiles] gets the coverage and pinball metrics. CREAD/CQE models carry
     training-only outputs and losses (cread_logits, pinball on quantiles) that the
-    serving signature and TFMA's labels do not have, so their compiled Keras
-    metrics/losses are left out (include_default_metrics=False); the metrics above
-    are computed from the signature outputs.
+    serving signature and TFMA's labels do not have; every metric above is computed
+    from the signature outputs. ``include_default_metrics`` is off for every head: TFMA
+    adds a model's default metrics (its compiled Keras metrics) only for a ``tf_keras``
+    ModelSpec, and this one is ``tf_generic``, so the option changes no metric, but left
+    on it sent the regression head down TFMA's per-example path
+    (models/evaluation/tfma/extractors.py ``unsupported``).
     """
     thresholds = {
         "auc": _gate(floor=gates["auc_floor"], max_change=gates["auc_max_drop"]),
@@ -107,8 +110,7 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
         if list(spec.output_names) == [CLICK_OUTPUT]:
             spec.metrics.append(tfma_metrics.metric_config("RowCalibrationPlot", num_buckets=CALIBRATION_BUCKETS))
     options = tfma.Options()
-    if watch_head != "regression":
-        options.include_default_metrics.value = False
+    options.include_default_metrics.value = False
     return tfma.EvalConfig(
         options=options,
         model_specs=[tfma.ModelSpec(

@@ -68,7 +68,11 @@ def unsupported(eval_config: tfma.EvalConfig) -> List[str]:
         if spec.slice_keys_sql:
             why.append(f"SQL slice {spec.slice_keys_sql!r}")
     options = eval_config.options
-    if not options.HasField("include_default_metrics") or options.include_default_metrics.value:
+    default_metrics = not options.HasField("include_default_metrics") or options.include_default_metrics.value
+    # TFMA 0.47 adds default metrics (a Keras model's compiled metrics, fed per example) only
+    # for a tf_keras model; an unset model_type (or no ModelSpec) is found by loading the model
+    model_types = {spec.model_type for spec in eval_config.model_specs} or {""}
+    if default_metrics and model_types & {"", tfma.TF_KERAS}:
         why.append("include_default_metrics (a Keras model's compiled metrics, per example)")
     for spec in eval_config.metrics_specs:
         if spec.query_key:
