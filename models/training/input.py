@@ -4,6 +4,7 @@ LogExampleGen writes each user's rows together and the file order drifts, so the
 shuffle buffer must cover the train split (TrainerConfig.shuffle_buffer_size).
 """
 import logging
+import weakref
 
 import tensorflow as tf
 
@@ -82,9 +83,28 @@ def input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, shuff
         (tf_transform_output.raw_metadata if raw else tf_transform_output.transformed_metadata).schema,
     )
     if raw:
-        layer = tf_transform_output.transform_features_layer()
-        return dataset.map(lambda batch: split_labels(layer(batch), label_keys))
+        transform = transform_fn(tf_transform_output)
+        return dataset.map(lambda batch: split_labels(transform(batch), label_keys))
     return dataset.map(lambda batch: split_labels(batch, label_keys))
+
+
+_TRANSFORM_FNS = weakref.WeakKeyDictionary()  # TFTransformOutput -> its transform_fn
+
+
+def transform_fn(tf_transform_output):
+    """The TFT layer of `tf_transform_output` as one ``tf.function`` per TFTransformOutput.
+
+    A dataset's ``map`` traces its function anew, and with it the whole transform graph
+    (~1.9 s profiled on the CLI test's fixture; the Trainer reads three splits: train,
+    validation, and train again for the row statistics). Called from the map functions,
+    this function is traced once per input signature (the raw schema's: the same for every
+    split) and each map graph calls its concrete function: tf.function keys its cache on
+    the outermost context (eager, under tf.data's map graph), not on the calling graph."""
+    fn = _TRANSFORM_FNS.get(tf_transform_output)
+    if fn is None:
+        layer = tf_transform_output.transform_features_layer()
+        fn = _TRANSFORM_FNS[tf_transform_output] = tf.function(lambda batch: layer(batch))
+    return fn
 
 
 MATERIALIZE_BATCH = 4096  # rows per parse/transform call when reading a split into memory

@@ -192,3 +192,24 @@ def test_a_split_the_artifact_counts_over_the_budget_streams(transformed_files, 
     assert "expected for the split's 10000000 rows" in caplog.text and "after 48 rows" in caplog.text
     assert "streaming the split" in caplog.text
     assert sum(len(y["click_prob"]) for _, y in ds.as_numpy_iterator()) == 48
+
+
+def test_every_split_calls_one_trace_of_the_transform_graph(transformed_files):
+    """input_fn(raw=True) maps each split through input.transform_fn: the transform graph is
+    traced once for the three input pipelines of a Trainer run (not once per dataset), and
+    each gives the transform graph's rows (those of the transformed files)."""
+    from models.training import input as input_lib
+
+    files, transform_dir, _ = transformed_files
+    tft_output = tft.TFTransformOutput(transform_dir)
+    splits = ("train", "eval", "train")
+    raw = [input_fn(files["raw"][s], _data_accessor(), tft_output, 16, False, raw=True) for s in splits]
+    assert input_lib.transform_fn(tft_output).experimental_get_tracing_count() == 1
+    for split, ds in zip(splits, raw):
+        expected = input_fn(files["transformed"][split], _data_accessor(), tft_output, 16, False)
+        for (f, y), (f0, y0) in zip(ds.as_numpy_iterator(), expected.as_numpy_iterator(), strict=True):
+            assert set(f) == set(f0) and set(y) == set(y0)
+            for k in f0:
+                np.testing.assert_array_equal(f[k], f0[k], err_msg=k)
+            for k in y0:
+                np.testing.assert_array_equal(y[k], y0[k], err_msg=k)
