@@ -126,8 +126,10 @@ def fit_model(model, dataset) -> dict:
     reset(model)
     logit_model = keras.Model(model.inputs, layer.input)
     # one graph for every batch (as conformal.fit_model_levels): called eagerly, the model ran
-    # op by op in Python, minutes on the 4M run's 371k-row validation split
-    logit_of = tf.function(lambda features: logit_model(features, training=False), reduce_retracing=True)
+    # op by op in Python, minutes on the 4M run's 371k-row validation split. Traced once for
+    # the dataset's features (batch dimension None), not again for the last, shorter batch
+    logit_of = tf.function(lambda features: logit_model(features, training=False),
+                           input_signature=[dataset.element_spec[0]])
     logits, labels = [], []
     for features, batch_labels in dataset:
         logits.append(np.asarray(logit_of(features), np.float64).reshape(-1))

@@ -29,6 +29,7 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
     from models.training import warm_start
     from models.training.export import export_serving_model
     from models.training.input import vocab_sizes
+    from models.training.run_fn import fit_ranker
     from tests.conftest import SMALL_L
     from tests.helpers.ranker_utils import raw_batch, serialize_rows, trainer_config
 
@@ -42,7 +43,7 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
          "watch_time_s": np.array([r["watch_time_s"] for r in rows], np.float32)}
     artifacts = {}
     for name, epochs, origin in (("A", 3, None), ("B", 2, "A"), ("C", 2, "B")):
-        model.fit(x, y, batch_size=20, epochs=epochs, verbose=0)
+        fit_ranker(model, x, epochs, y=y, batch_size=20, verbose=0)
         artifact = str(root / name)
         export_serving_model(model, tft_output, SMALL_L, os.path.join(artifact, "Format-Serving"))
         row_importance.write_row_importance(model, [(x, y)], artifact)

@@ -12,7 +12,7 @@ from models.rankers import RANKERS, build_ranker
 from models.rankers.din import HISTORY_SCENE_INPUT
 from models.training.export import export_serving_model
 from models.training.input import vocab_sizes
-from models.training.run_fn import ead_thresholds_from_transform_output
+from models.training.run_fn import ead_thresholds_from_transform_output, fit_ranker
 from pipeline import configs
 from tests.conftest import SMALL_L
 from tests.helpers.ranker_utils import (random_transformed, raw_batch, raw_rows, serialize_rows,
@@ -50,14 +50,14 @@ def transform_output(small_transform_output):
 
 def _train(model_type, params, sizes, steps=4, seed=0, hp=None, thresholds=None):
     """Builds `model_type` with the heads of `hp` (default: click + regression) and
-    trains `steps` batches on random transformed data."""
+    trains `steps` batches on random transformed data (fit_ranker: the Trainer's fit)."""
     tf.random.set_seed(seed)
     model = build_ranker(trainer_config(model_type, L, ranker_params=params, **(hp or {})), sizes,
                          ead_thresholds=thresholds)
     if steps:
         x, y = random_transformed(32 * steps, L, sizes, seed=seed)
         y = H.training_labels(model.output_names, y["click_prob"], y["watch_time_s"])
-        model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+        fit_ranker(model, x, 1, y=y, batch_size=32, verbose=0)
     return model
 
 
@@ -240,7 +240,7 @@ def test_rankers_learn_a_simple_signal():
     for model_type in ("lr", "din"):
         tf.random.set_seed(0)
         model = build_ranker(trainer_config(model_type, L, learning_rate=0.02), sizes)
-        model.fit(x, y, batch_size=64, epochs=6, verbose=0)
+        fit_ranker(model, x, 6, y=y, batch_size=64, verbose=0)
         p = model.predict(x, verbose=0)["click_prob"].reshape(-1)
         assert keras.metrics.AUC()(y["click_prob"], p).numpy() > 0.8, model_type
 
@@ -264,7 +264,7 @@ def test_din_dual_attention_reads_the_history_scenes():
     rng = np.random.default_rng(1)
     mask = x["hist_mask_xf"] > 0
     x[HISTORY_SCENE_INPUT] = np.where(mask, rng.integers(1, 4, mask.shape), 0).astype(np.int64)
-    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    fit_ranker(model, x, 1, y=y, batch_size=32, verbose=0)
     same = dict(x, **{HISTORY_SCENE_INPUT: np.where(mask, x["tab_xf"][:, None], 0)})
     a, b = model(x, training=False)["click_prob"].numpy(), model(same, training=False)["click_prob"].numpy()
     assert np.all(np.isfinite(a)) and np.abs(a - b).max() > 1e-6
