@@ -44,6 +44,7 @@ def mirrored2(out):
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from models.training import strategies
     from models.rankers import build_ranker
+    from models.training.run_fn import fit_ranker
     from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     strategy = strategies.make_strategy("mirrored")
@@ -52,7 +53,7 @@ def mirrored2(out):
         model = build_ranker(trainer_config("din", L), sizes)
     x, y = _data(sizes, GLOBAL_BATCH * STEPS)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
-    history = model.fit(ds, epochs=1, verbose=0)
+    history = fit_ranker(model, ds, 1, verbose=0)  # the Trainer's fit
     per_replica = strategy.run(lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
     json.dump({"replicas": strategy.num_replicas_in_sync,
                "replica_ids": sorted(int(v) for v in strategy.experimental_local_results(per_replica)),
@@ -66,6 +67,7 @@ def multi_worker(out, backup_dir):
 
     from models.training import strategies
     from models.rankers import build_ranker
+    from models.training.run_fn import fit_ranker
     from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     strategy = strategies.make_strategy("multi_worker")
@@ -75,7 +77,7 @@ def multi_worker(out, backup_dir):
     x, y = _data(sizes, GLOBAL_BATCH * STEPS)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     backup = keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
-    history = model.fit(ds, epochs=2, verbose=0, callbacks=[backup])
+    history = fit_ranker(model, ds, 2, callbacks=[backup], verbose=0)
     json.dump({"replicas": strategy.num_replicas_in_sync, "task": list(strategies.task()),
                "chief": strategies.is_chief(), "loss": history.history["loss"],
                "checksum": _checksum(model)}, open(out, "w"))
@@ -88,6 +90,7 @@ def parameter_server(out):
 
     from models.training import strategies
     from models.rankers import build_ranker
+    from models.training.run_fn import fit_ranker
     from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     # In-process cluster: 1 worker + 2 ps servers in this process, this process is the chief.
@@ -112,8 +115,8 @@ def parameter_server(out):
     def dataset_fn(input_context):
         return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH)
 
-    history = model.fit(keras.utils.experimental.DatasetCreator(dataset_fn), epochs=1,
-                        steps_per_epoch=STEPS, verbose=0)
+    history = fit_ranker(model, keras.utils.experimental.DatasetCreator(dataset_fn), 1,
+                         steps_per_epoch=STEPS, verbose=0)
     after = np.concatenate([v.numpy() for v in table.variables])
     json.dump({"sharded": type(table).__name__, "shards": len(table.variables),
                "shard_devices": [v.device for v in table.variables],

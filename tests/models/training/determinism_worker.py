@@ -28,6 +28,7 @@ def main(out_path: str, seeds) -> None:
 
     from models.rankers import build_ranker
     from models.training.input import in_memory_dataset
+    from models.training.run_fn import fit_ranker
     from tests.helpers.ranker_utils import random_transformed, small_vocab_sizes, trainer_config
 
     sizes = small_vocab_sizes()
@@ -37,7 +38,7 @@ def main(out_path: str, seeds) -> None:
     for i, seed in enumerate(seeds):
         keras.utils.set_random_seed(seed)  # as run_fn; the input shuffle is seeded too
         model = build_ranker(trainer_config("din", L, seed=seed, deterministic=True), sizes)
-        model.fit(in_memory_dataset(x, y, BATCH, True, seed=seed, num_epochs=2), epochs=1, verbose=0)
+        fit_ranker(model, in_memory_dataset(x, y, BATCH, True, seed=seed, num_epochs=2), 1, verbose=0)  # as run_fn
         out = model(probe, training=False)
         for name in ("click_prob", "watch_time_s"):
             saved[f"{name}_{i}"] = out[name].numpy()
