@@ -163,6 +163,7 @@ def test_swept_model_builds_the_same_saved_model_as_a_fresh_load(trained, tmp_pa
     held = sweep.predict(swept, sweep.transformed_eval(tft_output, serialized, length, swept.input_names))
     lazy = sweep.predict(swept, sweep.TransformedRows(tft_output, serialized, length, swept.input_names))
     assert len(serialized) > 0 and all((held[k] == lazy[k]).all() for k in held)
+    assert sweep._transform_fn(tft_output, length).experimental_get_tracing_count() == 1  # one trace for all
     built = {}
     for name, model in (("swept", swept), ("fresh", None)):
         publish_lib.build_published_model(model_dir, None, config, tft_output, str(tmp_path / name), model=model)
