@@ -93,8 +93,8 @@ def eval_config(gates: dict, slice_features: List[str], watch_head: str = "regre
     serving signature and TFMA's labels do not have; every metric above is computed
     from the signature outputs. ``include_default_metrics`` is off for every head: TFMA
     adds a model's default metrics (its compiled Keras metrics) only for a ``tf_keras``
-    ModelSpec, and this one is ``tf_generic``, so the option changes no metric, but left
-    on it sent the regression head down TFMA's per-example path
+    ModelSpec, and this one is ``tf_generic``, so the option changes no metric; off, the
+    config says so, and every head takes the per-slice batches
     (models/evaluation/tfma/extractors.py ``unsupported``).
     """
     thresholds = {
