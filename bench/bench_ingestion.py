@@ -16,6 +16,11 @@ worker counts, or the bench fails), and peak resident memory: of the driver proc
 RUSAGE_CHILDREN: an upper bound, it includes the driver's RSS when the worker was forked;
 for in_memory the driver is the worker). The machine's load average is recorded: on a
 shared machine the figures are upper bounds of the cost, not of the speed-up.
+
+The measuring process freezes what its imports loaded before the run
+(pipeline/process_memory.freeze_loaded_objects), as `make run`'s process does before its
+components run, so collections do not walk TensorFlow's and Beam's objects
+(``BENCH_NO_FREEZE=1``: without; one worker, real logs: ~5 % slower).
 """
 import argparse
 import json
@@ -26,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from pipeline.process_memory import children_peak_rss_mb, peak_rss_mb
+from pipeline.process_memory import children_peak_rss_mb, freeze_loaded_objects, peak_rss_mb
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -58,6 +63,8 @@ def run_once(logs: str, workers: int, range_bytes: int) -> dict:
     config = dataclasses.replace(configs.LOG_EXAMPLE_GEN, read_range_bytes=range_bytes)
     args = (["--direct_running_mode=in_memory", "--direct_num_workers=1"] if workers == 1 else
             ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"])
+    if os.environ.get("BENCH_NO_FREEZE") != "1":
+        freeze_loaded_objects()  # as local_runner.py and pipeline/run_local.py do before the components run
     with tempfile.TemporaryDirectory() as tmp:
         examples, dead_letter = standard_artifacts.Examples(), DeadLetterRows()
         examples.uri, dead_letter.uri = os.path.join(tmp, "examples"), os.path.join(tmp, "dead_letter")

@@ -46,8 +46,19 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
     cqe_layer = _find_layer(model, "cqe")
     formula = _ranking_formula(model)
 
+    raw_signature = {
+        k: tf.TensorSpec([None] + list(spec.shape), spec.dtype, name=k) for k, spec in serving_spec.items()
+    }
+
+    # The transform graph traced once for every signature: serve_rank's batch-1 user side
+    # fits the [None] batch too. Each trace of the TFT layer prunes its graph anew (~1 s),
+    # and the SavedModel would hold each pruned copy.
+    @tf.function(input_signature=[raw_signature])
+    def transform(raw_features):
+        return model.tft_layer(dict(raw_features))
+
     def run(raw_features):
-        return run_transformed(model.tft_layer(raw_features))
+        return run_transformed(transform(raw_features))
 
     def run_transformed(transformed):
         inputs = {k: transformed[k] for k in model.input_names}
@@ -66,10 +77,6 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
         if formula is not None:
             outputs[heads_lib.RANKING_OUTPUT] = heads_lib.ranking_score(outputs, formula)
         return _named(outputs)
-
-    raw_signature = {
-        k: tf.TensorSpec([None] + list(spec.shape), spec.dtype, name=k) for k, spec in serving_spec.items()
-    }
 
     @tf.function(input_signature=[raw_signature])
     def serve_raw(raw_features):
@@ -93,7 +100,7 @@ def serving_signatures(model, tf_transform_output, history_length: int) -> dict:
         # sent: outputs of the user side come out with batch 1 (one vocabulary lookup of
         # the history, not N) and are broadcast to the N candidates before the model.
         n = tf.shape(request[first_candidate])[0]
-        transformed = model.tft_layer(dict(request))
+        transformed = transform(request)
         # the static batch of 1 selects the layers' one-user forms when tracing
         return run_transformed({k: _one_row(transformed[k]) if k in one_row_inputs
                                 else _broadcast_rows(transformed[k], n) for k in model.input_names})
