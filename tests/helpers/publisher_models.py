@@ -8,8 +8,11 @@ out like the Trainer's Model artifact: `Format-Serving/` (export_serving_model) 
 `row_importance/` (run_fn's) and `warm_start/origin.json` (A is cold, B continues A, C
 continues B). The raw rows are written once as a GZIP eval file.
 
-test_publish.py and test_publish_delta.py both use it; the result is memoised, so the
-suite fits and exports once (each test module publishes into its own serving base).
+test_publish.py, test_publish_delta.py and test_delta_budget.py use it. The suite fits
+and exports once: the pytest-xdist workers of one run share the artifacts as they share
+conftest's small_transform_output (the first builds them under a file lock in the run's
+common temp dir, the others wait and read them; nothing writes into them afterwards: each
+test module publishes into its own serving base), and each process memoises the result.
 """
 import os
 
@@ -22,6 +25,25 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
     """{"artifacts": {"A": dir, "B": dir, "C": dir}, "tft_dir", "eval": [file], "root"} (module docstring)."""
     if "result" in _CACHE:
         return _CACHE["result"]
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "publisher_models"
+    with open(shared / "publisher_models.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "DONE").exists():
+            root.mkdir(exist_ok=True)
+            _fit_and_export(small_transform_output, root)
+            (root / "DONE").touch()
+    tft_output, _ = small_transform_output
+    _CACHE["result"] = {"artifacts": {name: str(root / name) for name in "ABC"}, "eval": [str(root / "eval.gz")],
+                        "root": str(root), "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir)}
+    return _CACHE["result"]
+
+
+def _fit_and_export(small_transform_output, root) -> None:
+    """Artifacts A, B, C and eval.gz under `root` (module docstring)."""
     import tensorflow as tf
 
     from models.publishing import row_importance
@@ -34,7 +56,6 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
     from tests.helpers.ranker_utils import raw_batch, serialize_rows, trainer_config
 
     tft_output, rows = small_transform_output
-    root = tmp_path_factory.mktemp("publisher_models")
     model = build_ranker(trainer_config("baseline", SMALL_L, learning_rate=0.03), vocab_sizes(tft_output))
     transformed = tft_output.transform_features_layer()({k: tf.constant(v) for k, v in
                                                          raw_batch(rows, SMALL_L).items()})
@@ -53,6 +74,3 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
     with tf.io.TFRecordWriter(eval_file, options="GZIP") as w:
         for record in serialize_rows(rows):
             w.write(record)
-    _CACHE["result"] = {"artifacts": artifacts, "eval": [eval_file], "root": str(root),
-                        "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir)}
-    return _CACHE["result"]
