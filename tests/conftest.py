@@ -22,22 +22,18 @@ def small_transform_output(tmp_path_factory):
     analysis costs over a minute on this machine, so the pytest-xdist workers of one run
     share it too (the first builds it under a file lock in the run's common temp dir, the
     others wait and read it). Returns (TFTransformOutput, rows)."""
-    import fcntl
-
     import tensorflow_transform as tft
 
     from tests.helpers.ranker_utils import build_transform_output, raw_rows
+    from tests.helpers.shared_build import built_once
 
     rows = raw_rows(40, SMALL_L, seed=1)
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    root = shared / "small_transform_output"
-    with open(shared / "small_transform_output.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / "DONE").exists():
-            (root / "tft_tmp").mkdir(parents=True, exist_ok=True)
-            build_transform_output(rows, SMALL_L, str(root / "tft_tmp"), str(root / "tft_out"))
-            (root / "DONE").touch()
+
+    def build(root):
+        (root / "tft_tmp").mkdir()
+        build_transform_output(rows, SMALL_L, str(root / "tft_tmp"), str(root / "tft_out"))
+
+    root = built_once(tmp_path_factory, "small_transform_output", build)
     return tft.TFTransformOutput(str(root / "tft_out")), rows
 
 

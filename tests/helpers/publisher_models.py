@@ -9,10 +9,10 @@ out like the Trainer's Model artifact: `Format-Serving/` (export_serving_model) 
 continues B). The raw rows are written once as a GZIP eval file.
 
 test_publish.py, test_publish_delta.py and test_delta_budget.py use it. The suite fits
-and exports once: the pytest-xdist workers of one run share the artifacts as they share
-conftest's small_transform_output (the first builds them under a file lock in the run's
-common temp dir, the others wait and read them; nothing writes into them afterwards: each
-test module publishes into its own serving base), and each process memoises the result.
+and exports once: the pytest-xdist workers of one run share the artifacts
+(shared_build.built_once, as conftest's small_transform_output; nothing writes into them
+afterwards: each test module publishes into its own serving base), and each process
+memoises the result.
 """
 import os
 
@@ -25,17 +25,9 @@ def trained_rankers(small_transform_output, tmp_path_factory) -> dict:
     """{"artifacts": {"A": dir, "B": dir, "C": dir}, "tft_dir", "eval": [file], "root"} (module docstring)."""
     if "result" in _CACHE:
         return _CACHE["result"]
-    import fcntl
+    from tests.helpers.shared_build import built_once
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    root = shared / "publisher_models"
-    with open(shared / "publisher_models.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / "DONE").exists():
-            root.mkdir(exist_ok=True)
-            _fit_and_export(small_transform_output, root)
-            (root / "DONE").touch()
+    root = built_once(tmp_path_factory, "publisher_models", lambda r: _fit_and_export(small_transform_output, r))
     tft_output, _ = small_transform_output
     _CACHE["result"] = {"artifacts": {name: str(root / name) for name in "ABC"}, "eval": [str(root / "eval.gz")],
                         "root": str(root), "tft_dir": os.path.dirname(tft_output.transform_savedmodel_dir)}
