@@ -42,6 +42,7 @@ from tfx.proto.transform_pb2 import SplitsConfig
 from tfx.types import standard_artifacts
 from tfx.types.channel import Channel
 
+from components import beam_in_process
 from components.beam_dependencies import skip_for_local_runners
 from components.log_example_gen.component import LogExampleGen
 from components.log_example_gen.config import LogExampleGenConfig
@@ -57,8 +58,10 @@ from models.training.config import TrainerConfig
 from models.transform_config import FORCE_TF_COMPAT_V1, TransformConfig
 
 # TFX's own Beam executor (the Evaluator) runs in this process on the LocalDagRunner: no
-# TFX sdist built for it on the DirectRunner either (components/beam_dependencies.py).
+# TFX sdist built for it on the DirectRunner either (components/beam_dependencies.py), and
+# no state cache or logger resets per pickle in its worker (components/beam_in_process.py).
 skip_for_local_runners()
+beam_in_process.install()
 
 RUN_MODES = ("batch", "full", "delta")
 CALIBRATION_BUCKETS = 20  # equal-width prediction buckets of TFMA's CalibrationPlot (RowCalibrationPlot)

@@ -121,32 +121,42 @@ def known_prefix(group_sorted: np.ndarray, time_sorted: np.ndarray, delay_ms: in
     return p
 
 
+def group_cumsums(group_sorted: np.ndarray, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """{name: inclusive cumulative sum of values within each group} (float64), summed
+    sequentially per group (the order of the Python passes, so the sums agree to the last
+    bit or nearly); every column in one grouping."""
+    if not len(group_sorted) or not values:
+        return {k: v.astype(np.float64) for k, v in values.items()}
+    frame = pd.DataFrame({k: v.astype(np.float64) for k, v in values.items()})
+    out = frame.groupby(group_sorted, sort=False).cumsum()
+    return {k: out[k].to_numpy() for k in values}
+
+
+def _upto(inclusive: np.ndarray, starts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Sum of the values of [start(i), end(i)) from their group's inclusive cumulative sums."""
+    has = end > starts
+    return np.where(has, inclusive[np.where(has, end - 1, 0)] if len(inclusive) else 0.0, 0.0)
+
+
 def prefix_sums(group_sorted: np.ndarray, starts: np.ndarray, p: np.ndarray,
                 values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """{name: sum of values[start(i):p(i)]} per sorted row, summed sequentially per group
-    (the order of the Python passes, so the sums agree to the last bit or nearly)."""
-    out = {}
-    has = p > starts
-    last = np.where(has, p - 1, 0)
-    for name, v in values.items():
-        inclusive = _group_cumsum(group_sorted, v.astype(np.float64))
-        out[name] = np.where(has, inclusive[last] if len(v) else 0.0, 0.0)
-    return out
+    """{name: sum of values[start(i):p(i)]} per sorted row (``group_cumsums``)."""
+    return {k: _upto(c, starts, p) for k, c in group_cumsums(group_sorted, values).items()}
+
+
+def range_sums(group_sorted: np.ndarray, starts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """{name: sum of values[lo(i):hi(i)]} per sorted row (start(i) <= lo(i) <= hi(i)):
+    the prefix sum up to hi minus the one up to lo, from one ``group_cumsums``."""
+    return {k: _upto(c, starts, hi) - _upto(c, starts, lo)
+            for k, c in group_cumsums(group_sorted, values).items()}
 
 
 def window_sums(group_sorted: np.ndarray, starts: np.ndarray, p: np.ndarray, width: int,
                 values: Dict[str, np.ndarray]) -> Tuple[np.ndarray, Dict[str, np.ndarray]]:
     """(count, {name: sum}) over the last ``width`` rows of [start(i), p(i))."""
     lo = np.maximum(starts, p - width)
-    upto_p = prefix_sums(group_sorted, starts, p, values)
-    upto_lo = prefix_sums(group_sorted, starts, lo, values)
-    return (p - lo).astype(np.float64), {k: upto_p[k] - upto_lo[k] for k in values}
-
-
-def _group_cumsum(group_sorted: np.ndarray, v: np.ndarray) -> np.ndarray:
-    if not len(v):
-        return v
-    return pd.Series(v).groupby(group_sorted, sort=False).cumsum().to_numpy()
+    return (p - lo).astype(np.float64), range_sums(group_sorted, starts, lo, p, values)
 
 
 def unsort(sorted_values: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
+from components import beam_in_process
 from components.beam_dependencies import skip_for_local_runners
 from components.log_example_gen import beam_pipeline as bp
 from components.log_example_gen import counts as counts_lib
@@ -24,6 +25,7 @@ from components.log_example_gen.config import LogExampleGenConfig
 from models.training.split_counts import write_split_counts
 
 skip_for_local_runners()  # no TFX sdist per run on the DirectRunner (components/beam_dependencies.py)
+beam_in_process.install()  # no state cache, no logger resets per pickle (components/beam_in_process.py)
 
 INPUT_BASE_KEY = "input_base"
 EXAMPLES_KEY = "examples"

@@ -19,7 +19,6 @@ from typing import Any, Dict, List
 import apache_beam as beam
 import numpy as np
 
-from components.log_example_gen import columns as C
 from components.log_example_gen import bulk_lines, reading, side_columns
 
 METRICS_NAMESPACE = "log_example_gen"
@@ -38,9 +37,9 @@ def _bad(table: str, rec: reading.Record, reason: str):
 
 
 def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
-    """One file -> one columnar part of its parsed rows (ids, where they are, texts, feature
-    arrays: no Python object per row), packed (side_columns.Packed: a side input); bad rows
-    tagged."""
+    """One file -> one columnar part of its parsed rows (ids, where they are, feature arrays:
+    no Python object per row), packed (side_columns.Packed: a side input); bad rows tagged.
+    The texts stay in the file: only an ambiguous id's copies need theirs (``_texts_at``)."""
     path, size = path_size
     header = headers[path]
     id_name, _ = side_columns.TABLES[table]
@@ -67,22 +66,29 @@ def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
     yield side_columns.Packed({
         "path": np.array([path] * len(ok), dtype=np.str_), "id": ids[ok],
         "offset": np.array([recs[i].offset for i in ok], dtype=np.int64),
-        "line": np.array([recs[i].line for i in ok], dtype=np.int64),
-        "text": C.text_column([recs[i].text for i in ok]), "features": feats})
+        "line": np.array([recs[i].line for i in ok], dtype=np.int64), "features": feats})
 
 
-def _one_per_id(parts, table: str):
+def _texts_at(path: str, size: int, offsets) -> Dict[int, str]:
+    """The texts of the records of ``path`` starting at ``offsets``, read again (the rare
+    dead letters of ambiguous ids)."""
+    wanted = set(offsets)
+    return {rec.offset: rec.text for rec in bulk_lines.read_records(path, size) if rec.offset in wanted}
+
+
+def _one_per_id(parts, table: str, sizes: Dict[str, int]):
     """Every file's part (Packed) -> the SideTable of the ids kept; duplicates dropped or made
-    ambiguous."""
+    ambiguous (``sizes``: the files' sizes, to read the ambiguous copies' texts again)."""
     parts = [p for p in (packed.value() for packed in parts) if len(p["id"])]
     cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-           for k in ("path", "id", "offset", "line", "text")}
+           for k in ("path", "id", "offset", "line")}
     feats = {f: np.concatenate([p["features"][f] for p in parts]) for f in (parts[0]["features"] if parts else {})}
     order = np.lexsort((cat["offset"], cat["path"], cat["id"])) if parts else np.zeros(0, dtype=np.int64)
     ids = cat["id"][order]
     first = np.ones(len(ids), dtype=bool)
     first[1:] = ids[1:] != ids[:-1]
     keep = first.copy()
+    ambiguous: List[int] = []  # the copies of ambiguous ids
     for start in np.flatnonzero(first & np.append(~first[1:], False)).tolist():  # ids with copies: rare
         end = start + 1
         while end < len(ids) and ids[end] == ids[start]:
@@ -93,11 +99,14 @@ def _one_per_id(parts, table: str):
                 yield beam.pvalue.TaggedOutput(DROPPED, f"side_dropped:{table}:duplicate_id")
             continue
         keep[start] = False
-        reason = f"duplicate_id:{table}_id"
         yield beam.pvalue.TaggedOutput(AMBIGUOUS, int(ids[start]))
-        for c in copies:
-            yield _bad(table, reading.Record(str(cat["path"][c]), int(cat["line"][c]), int(cat["offset"][c]),
-                                             C.text_at(cat["text"], c), None), reason)
+        ambiguous += copies
+    texts = {p: _texts_at(p, sizes[p], [int(cat["offset"][c]) for c in ambiguous if cat["path"][c] == p])
+             for p in sorted({str(cat["path"][c]) for c in ambiguous})}
+    for c in ambiguous:
+        path, offset = str(cat["path"][c]), int(cat["offset"][c])
+        yield _bad(table, reading.Record(path, int(cat["line"][c]), offset, texts[path][offset], None),
+                   f"duplicate_id:{table}_id")
     kept = order[keep]
     if not parts:
         feats = side_columns.arrays(table, {f: [] for f in side_columns.TABLES[table][1]})
@@ -115,7 +124,7 @@ def read_side_table(pbegin, table: str, files):
               .with_output_types(Any).with_outputs(BAD, main="rows"))
     deduped = (pbegin
                | f"AllFiles_{table}" >> beam.Impulse()
-               | f"OnePerId_{table}" >> beam.FlatMap(lambda _, parts: _one_per_id(parts, table),
+               | f"OnePerId_{table}" >> beam.FlatMap(lambda _, parts: _one_per_id(parts, table, dict(files)),
                                                      beam.pvalue.AsList(parsed.rows))
                .with_output_types(Any).with_outputs(BAD, DROPPED, AMBIGUOUS, main="rows"))
     bad = (parsed[BAD], deduped[BAD]) | f"Bad_{table}" >> beam.Flatten()

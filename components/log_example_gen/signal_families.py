@@ -98,10 +98,7 @@ class _Groups:
 
     def sums(self, lo: np.ndarray, hi: np.ndarray, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """{name: Σ values[lo(i):hi(i)]} (sorted values; start <= lo, an empty range when lo >= hi)."""
-        lo = np.minimum(lo, hi)
-        upto_hi = C.prefix_sums(self.g, self.starts, hi, values)
-        upto_lo = C.prefix_sums(self.g, self.starts, lo, values)
-        return {k: upto_hi[k] - upto_lo[k] for k in values}
+        return C.range_sums(self.g, self.starts, np.minimum(lo, hi), hi, values)
 
     def since(self, flag: np.ndarray) -> np.ndarray:
         """since({j in K: flag_j}) per sorted row (``flag`` sorted)."""

@@ -28,12 +28,14 @@ from tfx.types import artifact_utils, standard_component_specs as specs
 from tfx.utils import io_utils, json_utils
 from tfx_bsl.coders import example_coder
 
+from components import beam_in_process
 from components.beam_dependencies import skip_for_local_runners
 from components.log_example_gen.artifacts import num_examples_property
 from components.log_example_gen.record_files import read_frames
 from components.statistics_gen import sampling
 
 skip_for_local_runners()  # no TFX sdist per run on the DirectRunner (components/beam_dependencies.py)
+beam_in_process.install()  # no state cache, no logger resets per pickle (components/beam_in_process.py)
 
 SAMPLE_ROWS_KEY = "sample_rows"
 DECODE_BATCH = 8192  # serialized examples per decoded RecordBatch, and TFDV's batch unless set

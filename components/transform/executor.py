@@ -15,11 +15,13 @@ import threading
 from tfx.components.transform import executor as tfx_executor
 from tfx_bsl.tfxio import tf_example_record
 
+from components import beam_in_process
 from components.beam_dependencies import skip_for_local_runners
 from components.transform.frames_tfxio import FramesTFXIO
 from models.tfrecord_crc import use_hardware_crc32c
 
 skip_for_local_runners()  # no TFX sdist per run on the DirectRunner (components/beam_dependencies.py)
+beam_in_process.install()  # no state cache, no logger resets per pickle (components/beam_in_process.py)
 use_hardware_crc32c()  # for the payloads that keep TFX's TFXIO (Beam's TFRecord reader)
 
 _SWAP = threading.Lock()  # one Do at a time swaps the module's TransformProcessor

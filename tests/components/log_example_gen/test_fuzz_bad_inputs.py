@@ -173,6 +173,9 @@ def test_every_bad_row_is_dead_lettered_with_its_reason_file_and_line(runs):
                   if r["table"] != "log")
     assert side == [("user", "duplicate_id:user_id", 6), ("user", "duplicate_id:user_id", 7),
                     ("video", "non_numeric:video_id", 5)]
+    # an ambiguous id's copies carry their own text (read again from the table file)
+    assert sorted(r["raw"] for r in _dead_letters(runs["dead_letter"].uri)
+                  if r["reason"] == "duplicate_id:user_id") == sorted([USER4_A, USER4_B])
 
 
 def test_good_rows_unchanged_and_every_row_accounted_for(runs):
