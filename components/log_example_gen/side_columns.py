@@ -134,11 +134,12 @@ class Packed:
     """A value held as its zlib-compressed (level 1) pickle; ``value()`` unpacks a copy.
 
     For the side tables and their per-file parts, which travel as Beam side inputs: the
-    in-process runner keeps each consuming stage's encoded side input, and its decoded
-    copy in the state cache, until the pipeline ends. Fixed-width strings (texts, paths)
-    and 64-bit columns of small values are mostly zero or repeated bytes: the 4M-row
-    simulation's 80k-user table pickles to 22.1 MB, packed 2.2 MB (75 ms). ``SideTable``
-    pickles the same way (it is unpacked where it is used)."""
+    in-process runner keeps each consuming stage's encoded side input until the pipeline
+    ends (no decoded copy: its state cache is off, components/beam_in_process.py).
+    Fixed-width strings (paths, string features) and 64-bit columns of small values are
+    mostly zero or repeated bytes: the 4M-row simulation's 80k-user table, raw texts then
+    included, pickled to 22.1 MB, packed 2.2 MB (75 ms). ``SideTable`` pickles the same way
+    (it is unpacked where it is used)."""
 
     __slots__ = ("blob",)
 
