@@ -63,10 +63,9 @@ def read_lines(r: reading.ByteRange, start: reading.RangeStart) -> Optional[Line
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = np.flatnonzero(buf == 10) + base
     if b'"' in data:
-        quote = buf == 34
-        quote[:r.start - base] = False  # the byte before the range is not in it
-        parity = np.cumsum(quote) % 2
-        if parity[nl - base].any() or parity[-1]:
+        quotes = np.flatnonzero(buf == 34)
+        quotes = quotes[quotes >= r.start - base]  # the byte before the range is not in it
+        if (np.searchsorted(quotes, nl - base) % 2).any() or len(quotes) % 2:
             return None  # a newline inside quotes (a record of several lines) or a quote never closed
     starts = nl + 1
     if r.start == 0:
@@ -82,9 +81,8 @@ def read_lines(r: reading.ByteRange, start: reading.RangeStart) -> Optional[Line
     cr = (ends > starts) & (buf[np.maximum(ends - 1 - base, 0)] == 13)
     text_ends = ends - cr
     plain = (text_ends > starts) & (text_ends - starts <= MAX_FAST_LINE)
-    odd = (buf < 32) | (buf > 126)
-    odd_before = np.concatenate([[0], np.cumsum(odd)])
-    plain &= odd_before[text_ends - base] == odd_before[starts - base]
+    odd = np.flatnonzero((buf < 32) | (buf > 126))  # positions: few (the newlines, non-ASCII bytes)
+    plain &= np.searchsorted(odd, text_ends - base) == np.searchsorted(odd, starts - base)
     others = []
     for s, e, n in zip(starts[~plain].tolist(), (ends + has_nl)[~plain].tolist(), lines[~plain].tolist()):
         text, problem = reading.decode_record(data[s - base:e - base], s)
