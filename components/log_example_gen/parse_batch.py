@@ -152,19 +152,23 @@ def _field_values(lines: bulk_lines.Lines, ncols: int, idx: Sequence[int]) -> Tu
     used = np.asarray(idx)
     first, stop = sep[:, used] + 1, sep[:, used + 1]
     width = stop - first
-    quotes = np.concatenate([[0], np.cumsum(buf == 34)])
-    fast &= quotes[e] == quotes[s]  # a quoted field: the csv module splits it
-    non_digit = np.concatenate([[0], np.cumsum((buf < 48) | (buf > 57))])
-    fast &= ((width >= 1) & (width <= 18) & (non_digit[np.clip(stop, 0, len(buf))]
-                                             == non_digit[np.clip(first, 0, len(buf))])).all(axis=1)
+    quotes = np.flatnonzero(buf == 34)
+    fast &= np.searchsorted(quotes, e) == np.searchsorted(quotes, s)  # a quoted field: the csv module splits it
+    fast &= ((width >= 1) & (width <= 18)).all(axis=1)
+    # each used field right-aligned in a window as wide as its widest candidate: every byte of
+    # the field a digit (else the line is not fast); its value by Horner's rule over the window
     values = np.zeros(first.shape, dtype=np.int64)
-    last = len(buf) - 1
-    for k in range(18):
-        more = fast[:, None] & (k < width)
-        if not more.any():
-            break
-        digit = buf[np.clip(first + k, 0, last)].astype(np.int64) - 48
-        values = np.where(more, values * 10 + digit, values)
+    for j in range(len(used)):
+        w = int(width[fast, j].max()) if fast.any() else 0
+        pos = stop[:, j, None] - w + np.arange(w)[None, :]
+        inside = pos >= first[:, j, None]
+        digit = np.take(buf, pos, mode="clip") - np.uint8(48)  # uint8: a byte below '0' wraps above 9
+        fast &= ((digit <= 9) | ~inside).all(axis=1)
+        digit[~inside] = 0
+        v = values[:, j]
+        for k in range(w):
+            v *= 10
+            v += digit[:, k]
     return fast, values
 
 
