@@ -147,22 +147,32 @@ class _SelectRows(beam.DoFn):
     def finish_bundle(self):
         yield from self._signal_rows.finish()
 
+    def _texts(self, rows: columns.Batch, positions: np.ndarray) -> List[str]:
+        """The raw records of rows ``positions``, read again from their files (reading.texts_at)."""
+        row_ids = rows["row_id"][positions].tolist()
+        by_file: Dict[int, List[int]] = {}
+        for row_id in row_ids:
+            by_file.setdefault(columns.file_of(row_id), []).append(columns.offset_of(row_id))
+        texts = {f: reading.texts_at(self._paths[f], offsets) for f, offsets in by_file.items()}
+        return [texts[columns.file_of(r)][columns.offset_of(r)] for r in row_ids]
+
     def process(self, element, users, videos, window, split_of_date):
         shard, batches = element
         if self._side is None:
             self._side = example_batches.SideColumns(users, videos)
         kept, bad, dropped, rows = user_batches.select_rows(
-            columns.concat(batches), np.array(sorted(window), dtype=np.int64), self._rule)
-        for reason, k in bad:
+            columns.concat(batches), np.array(sorted(window), dtype=np.int64), self._rule, self._texts)
+        texts = self._texts(rows, np.array([k for _, k in bad], dtype=np.int64))
+        for (reason, k), text in zip(bad, texts):
             row_id = int(rows["row_id"][k])
             yield from _bad_output(reason, self._paths[columns.file_of(row_id)], int(rows["line"][k]),
-                                   row_id & ((1 << columns.FILE_SHIFT) - 1), columns.text_at(rows["text"], k))
+                                   columns.offset_of(row_id), text)
         if dropped:
             beam.metrics.Metrics.counter(METRICS_NAMESPACE, f"dropped_{ue.DUPLICATE_ROW}").inc(dropped)
             yield beam.pvalue.TaggedOutput(_COUNT, ("dropped:" + ue.DUPLICATE_ROW, dropped))
         if not columns.length(kept):
             return
-        del kept["text"], kept["line"]
+        del kept["line"]
         kept["split"] = user_batches.split_codes(kept, time_split.SPLIT_NAMES, split_of_date, self._span)
         yield shard, kept
         sig = example_batches.signal_rows(kept, self._side.videos_at(kept["video_id"]))

@@ -34,6 +34,7 @@ class Lines(NamedTuple):
     end: np.ndarray  # file offsets where their text ends
     line: np.ndarray  # their 1-based line numbers
     others: List[reading.Record]  # every other record of the range, from reading's rules
+    quotes: np.ndarray  # positions in buf of the range's '"' bytes (a plain record has none)
 
 
 def _read(r: reading.ByteRange):
@@ -62,6 +63,7 @@ def read_lines(r: reading.ByteRange, start: reading.RangeStart) -> Optional[Line
     data, base = _read(r)
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = np.flatnonzero(buf == 10) + base
+    quotes = np.zeros(0, dtype=np.int64)
     if b'"' in data:
         quotes = np.flatnonzero(buf == 34)
         quotes = quotes[quotes >= r.start - base]  # the byte before the range is not in it
@@ -88,7 +90,7 @@ def read_lines(r: reading.ByteRange, start: reading.RangeStart) -> Optional[Line
         text, problem = reading.decode_record(data[s - base:e - base], s)
         if text.strip() or problem:
             others.append(reading.Record(r.path, n, s, text, problem))
-    return Lines(buf, base, starts[plain], text_ends[plain], lines[plain], others)
+    return Lines(buf, base, starts[plain], text_ends[plain], lines[plain], others, quotes)
 
 
 def records(path: str, lines: Lines, index: np.ndarray) -> List[reading.Record]:
@@ -98,16 +100,6 @@ def records(path: str, lines: Lines, index: np.ndarray) -> List[reading.Record]:
     return [record(path, n, s, t, None) for s, e, n in zip(lines.start[index].tolist(), lines.end[index].tolist(),
                                                           lines.line[index].tolist())
             for t in (text[s - base:e - base],) if t.strip()]
-
-
-def texts(lines: Lines, index: np.ndarray) -> np.ndarray:
-    """The texts of the plain records ``index`` as a bytes array (dtype S<longest>)."""
-    s, e = lines.start[index] - lines.base, lines.end[index] - lines.base
-    width = int((e - s).max()) if len(s) else 1
-    pos = s[:, None] + np.arange(width)[None, :]
-    inside = pos < e[:, None]
-    mat = np.where(inside, lines.buf[np.minimum(pos, len(lines.buf) - 1)], 0).astype(np.uint8)
-    return np.ascontiguousarray(mat).view(f"S{width}").reshape(-1)
 
 
 def read_records(path: str, size: int) -> List[reading.Record]:

@@ -31,18 +31,8 @@ def file_of(row_id: int) -> int:
     return int(row_id) >> FILE_SHIFT
 
 
-def text_column(texts: List[str]) -> np.ndarray:
-    """Raw records as a bytes array (``text_at`` reads them back); str objects only if a text
-    ends with NUL, which a bytes array would drop."""
-    if any(t.endswith("\x00") for t in texts):
-        return np.array(texts, dtype=object)
-    return np.array([t.encode("utf-8") for t in texts], dtype=bytes) if texts else np.zeros(0, dtype="S1")
-
-
-def text_at(texts: np.ndarray, k: int) -> str:
-    """A raw record of a text column (UTF-8 bytes, or str where bytes would lose a trailing NUL)."""
-    t = texts[k]
-    return t.decode("utf-8") if isinstance(t, bytes) else t
+def offset_of(row_id: int) -> int:
+    return int(row_id) & ((1 << FILE_SHIFT) - 1)
 
 
 def length(batch: Batch) -> int:

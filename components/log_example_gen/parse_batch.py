@@ -8,8 +8,9 @@ row a column check flags, goes through the per-row functions (parsing.parse_log_
 row_rules.check_values, parsing.join_reason), which give the reason of the dead letter,
 so reasons, files, lines and offsets are those of the per-row rules by construction.
 
-Good rows come out as a batch (columns.py) with ``row_id``, ``line``, ``text`` (the raw
-record: dead letters and the duplicate key later) and the ``parsing.USED_LOG_FIELDS``.
+Good rows come out as a batch (columns.py) with ``row_id`` (file and offset), ``line`` and the
+``parsing.USED_LOG_FIELDS``; their raw text stays in the file (the few rows that need it later,
+for the duplicate key or a dead letter, read it again: reading.texts_at).
 """
 import re
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -90,11 +91,10 @@ def _slow(records: Sequence[reading.Record], header, rules, users, videos, ambig
     return good, np.array(vals, dtype=np.int64).reshape(len(good), len(FIELDS)), bad
 
 
-def _batch(file_index: int, values: np.ndarray, offsets, lines, text: np.ndarray) -> C.Batch:
+def _batch(file_index: int, values: np.ndarray, offsets, lines) -> C.Batch:
     batch = {f: values[:, k] for k, f in enumerate(FIELDS)}
     batch["row_id"] = C.row_ids(file_index, np.asarray(offsets, dtype=np.int64))
     batch["line"] = np.asarray(lines, dtype=np.int64)
-    batch["text"] = text
     return batch
 
 
@@ -132,7 +132,7 @@ def parse_records(records: Sequence[reading.Record], file_index: int, header: Se
     if not good_recs:
         return {}, bad
     return _batch(file_index, np.concatenate(good_vals + [vals]), [r.offset for r in good_recs],
-                  [r.line for r in good_recs], C.text_column([r.text for r in good_recs])), bad
+                  [r.line for r in good_recs]), bad
 
 
 def _field_values(lines: bulk_lines.Lines, ncols: int, idx: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]:
@@ -152,7 +152,7 @@ def _field_values(lines: bulk_lines.Lines, ncols: int, idx: Sequence[int]) -> Tu
     used = np.asarray(idx)
     first, stop = sep[:, used] + 1, sep[:, used + 1]
     width = stop - first
-    quotes = np.flatnonzero(buf == 34)
+    quotes = lines.quotes
     fast &= np.searchsorted(quotes, e) == np.searchsorted(quotes, s)  # a quoted field: the csv module splits it
     fast &= ((width >= 1) & (width <= 18)).all(axis=1)
     # each used field right-aligned in a window as wide as its widest candidate: every byte of
@@ -184,6 +184,5 @@ def parse_lines(lines: bulk_lines.Lines, path: str, file_index: int, header: Seq
     more, vals, bad = _slow(slow, header, rules, users, videos, ambiguous)
     good = _batch(file_index, np.concatenate([values[ok], vals]),
                   np.concatenate([lines.start[ok], np.array([r.offset for r in more], dtype=np.int64)]),
-                  np.concatenate([lines.line[ok], np.array([r.line for r in more], dtype=np.int64)]),
-                  np.concatenate([bulk_lines.texts(lines, ok), C.text_column([r.text for r in more])]))
+                  np.concatenate([lines.line[ok], np.array([r.line for r in more], dtype=np.int64)]))
     return (good if C.length(good) else {}), bad, len(ok) + len(slow)

@@ -24,7 +24,7 @@ is read once by ``read_header``, which strips a UTF-8 byte-order mark; blank rec
 are not rows. A 0-byte file has no header and no rows (``is_empty``).
 """
 import dataclasses
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -155,6 +155,25 @@ def read_range(r: ByteRange, start: RangeStart, skip_header: bool = True) -> Ite
                 problem = "quoted_newline"
             if text.strip() or problem:
                 yield Record(r.path, rec_line, rec_start, text, problem)
+
+
+def texts_at(path: str, offsets: Iterable[int]) -> Dict[int, str]:
+    """{offset: text} of the records of ``path`` that start at ``offsets``, read
+    again by ``read_range``'s rules (one open of the file): the rows carry no text, the few
+    that need theirs (duplicate checks, dead letters) read it here. ValueError if an offset
+    is not where a record starts."""
+    out: Dict[int, str] = {}
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        for offset in sorted(set(offsets)):
+            if offset > 0:
+                f.seek(offset - 1)
+                if f.read(1) != b"\n":
+                    raise ValueError(f"{path}: no record starts at offset {offset}")
+            else:
+                f.seek(0)
+            chunks = _next_record(f, offset, 1, 0)[0]
+            out[offset] = decode_record(b"".join(chunks), offset)[0]
+    return out
 
 
 def read_whole(path: str, size: int, skip_header: bool = True) -> Iterator[Record]:

@@ -12,7 +12,7 @@ a kept row (same user, time and trimmed text) is dropped / bad / kept by
     hist(i)[k] = the (c(i) - k)-th eligible row of the user,  k < min(c(i), L)
 """
 import re
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -37,39 +37,38 @@ def duplicate_key(text: str) -> str:
     return ",".join(f.strip() for f in (parsing.split_csv_line(text) or [text]))
 
 
-def select_rows(b: C.Batch, window: np.ndarray, duplicate_rule: str
+def select_rows(b: C.Batch, window: np.ndarray, duplicate_rule: str,
+                texts: Callable[[C.Batch, np.ndarray], List[str]]
                 ) -> Tuple[C.Batch, List[Tuple[str, int]], int, C.Batch]:
     """Rows of whole users -> (kept rows sorted by (user, time, row_id), [(reason, position in
-    the sorted rows)] of the bad ones, number dropped by the duplicate rule, the sorted rows)."""
+    the sorted rows)] of the bad ones, number dropped by the duplicate rule, the sorted rows).
+    ``texts(sorted rows, positions)``: their raw records (rows carry no text: only rows that
+    share their user and time with another in-window row need theirs, one call)."""
     order = C.sort_rows(b["user_id"], b["time_ms"], b["row_id"])
     b = C.take(b, order)
     inside = np.isin(b["date"], window)
     bad = [("out_of_window:date", int(k)) for k in np.flatnonzero(~inside)]
     keep = inside.copy()
     dropped = 0
-    if duplicate_rule != "keep":
-        w = np.flatnonzero(inside)
+    w = np.flatnonzero(inside)
+    if duplicate_rule != "keep" and len(w) > 1:
         u, t = b["user_id"][w], b["time_ms"][w]
         same = (u[1:] == u[:-1]) & (t[1:] == t[:-1])
-        k = 0
-        while k < len(same):  # runs of in-window rows sharing (user, time): rare
-            if not same[k]:
-                k += 1
-                continue
-            end = k
-            while end < len(same) and same[end]:
-                end += 1
-            seen = set()
-            for pos in w[k:end + 1]:
-                key = duplicate_key(C.text_at(b["text"], pos))
-                if key in seen:
-                    keep[pos] = False
-                    if duplicate_rule == "drop":
-                        dropped += 1
-                    else:
-                        bad.append(("duplicate_row", int(pos)))
-                seen.add(key)
-            k = end + 1
+        run_id = np.concatenate([[0], np.cumsum(~same)])  # runs of in-window rows sharing (user, time)
+        in_run = np.zeros(len(w), dtype=bool)
+        in_run[:-1] |= same
+        in_run[1:] |= same
+        positions = w[in_run]
+        keys = [duplicate_key(text) for text in texts(b, positions)] if len(positions) else []
+        seen = set()
+        for pos, run, key in zip(positions.tolist(), run_id[in_run].tolist(), keys):
+            if (run, key) in seen:
+                keep[pos] = False
+                if duplicate_rule == "drop":
+                    dropped += 1
+                else:
+                    bad.append(("duplicate_row", pos))
+            seen.add((run, key))
     return C.take(b, keep), bad, dropped, b
 
 
