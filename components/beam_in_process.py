@@ -7,8 +7,8 @@ that worker:
 1. A 100 MB state cache (``fn_api_runner.worker_handlers.STATE_CACHE_SIZE_MB``) that keeps
    decoded side inputs across bundles and weighs every value it loads with objsize
    (``statecache.get_deep_size``), which first collects the ids of the globals of every
-   loaded module (~200k objects with TensorFlow, TFX and Beam imported: 10-20 ms a load on
-   this project's 2-core machine). A batch pipeline on this runner runs each stage as one
+   loaded module (1.5-4.2 ms a call with TensorFlow, TFX, TFT and TFMA imported: five calls
+   on a small list, session 45's 2-core Xeon VM; a slower VM takes about twice that). A batch pipeline on this runner runs each stage as one
    bundle, so nothing is read twice: in a default ``make run`` the pipelines of
    LogExampleGen, StatisticsGen, Transform and the Evaluator loaded 25, 1, 44 and 33 values
    and hit the cache 0 times (``StateCache.describe_stats``). At size 0 the worker reads a
