@@ -23,7 +23,7 @@
    Every (model, batch size) runs once per seed; `summary` gives mean ± std over seeds.
    Training reads the in-memory split as the Trainer does with input_in_memory
    (models/training/input.py in_memory_dataset); `train_examples_per_sec` is the steady
-   state (first train-function calls of each epoch excluded, _TrainTimer),
+   state (first train-function calls of each epoch excluded, models/training/train_timer.py),
    `train_epoch_examples_per_sec` whole epochs.
 
 Click calibration (#37, models/heads/calibration.py): the scores above are the model as
@@ -116,39 +116,6 @@ def click_rate_drift(splits, window_s):
     return out
 
 
-class _TrainTimer:
-    """Training wall time without the per-epoch validation: `seconds` for whole epochs
-    (tracing and the first batches included) and the steady state, `steady_seconds` over
-    `steady_examples`: from the end of the first WARMUP_CALLS train-function calls of each
-    epoch to the end of its last (batch callbacks fire once per steps_per_execution)."""
-
-    WARMUP_CALLS = 3
-
-    def __init__(self, batch_size):
-        import tf_keras as keras
-
-        timer = self
-
-        class Callback(keras.callbacks.Callback):
-            def on_epoch_begin(self, epoch, logs=None):
-                timer.t0, timer.calls = time.perf_counter(), []
-
-            def on_train_batch_end(self, batch, logs=None):
-                timer.calls.append((batch, time.perf_counter()))
-
-            def on_test_begin(self, logs=None):
-                timer.seconds += time.perf_counter() - timer.t0
-                timer.epochs += 1
-                if len(timer.calls) > timer.WARMUP_CALLS + 1:
-                    (b0, t0), (b1, t1) = timer.calls[timer.WARMUP_CALLS - 1], timer.calls[-2]
-                    timer.steady_seconds += t1 - t0  # the last (partial) batch excluded
-                    timer.steady_examples += (b1 - b0) * batch_size
-
-        self.seconds, self.epochs, self.t0, self.calls = 0.0, 0, 0.0, []
-        self.steady_seconds, self.steady_examples = 0.0, 0
-        self.callback = Callback()
-
-
 def ranking_metrics(model, x, y, meta, window_s):
     """AUC, per-user GAUC (users used/skipped), request GAUC, frozen-state GAUC, logloss."""
     from models.evaluation import metrics
@@ -218,6 +185,7 @@ def main() -> int:
     from models.training.export import export_serving_model
     from models.training.input import in_memory_dataset, vocab_sizes
     from models.training.run_fn import fit_ranker
+    from models.training.train_timer import TrainTimer
     from pipeline import configs
 
     found = logs_and_days("bench-rankers")
@@ -289,15 +257,15 @@ def main() -> int:
                 train_ds = in_memory_dataset(inputs(train_x), train_y, batch_size, True, seed=seed)
                 val_x, val_y, _ = splits["validation"]
                 val_ds = in_memory_dataset(inputs(val_x), val_y, 4096, False)
-                timer = _TrainTimer(batch_size)
-                history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=[timer.callback],
+                timer = TrainTimer(batch_size)
+                history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=[timer],
                                      verbose=0)
                 val_auc = history.history.get("val_click_prob_auc", [])
                 record = {"model": name, "seed": seed, "batch_size": batch_size,
                           "learning_rate": config.learning_rate,
                           "validation": ranking_metrics(model, *splits["validation"], window_s),
                           "eval": ranking_metrics(model, *splits["eval"], window_s),
-                          "train_examples_per_sec": round(timer.steady_examples / max(timer.steady_seconds, 1e-9), 1),
+                          "train_examples_per_sec": round(timer.steady_examples_per_sec(), 1),
                           "train_epoch_examples_per_sec": round(n_train * timer.epochs / max(timer.seconds, 1e-9), 1),
                           "params": int(model.count_params()), "epochs_run": timer.epochs,
                           "best_epoch": int(np.argmax(val_auc)) + 1 if val_auc else 1,

@@ -46,6 +46,7 @@ from models.training import warm_start
 from models.training.config import TrainerConfig
 from models.training.export import export_serving_model
 from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes
+from models.training.train_timer import TrainTimer
 from models.watch_time import ead_analyzer
 
 
@@ -152,8 +153,8 @@ def run_fn(fn_args):
     vocabularies = warm_start.read_vocabularies(tf_transform_output)
     warm = _warm_start(model, strategy, fn_args, config, vocabularies, train_dataset)
     calibration.reset(model)  # a warm start restored the last fit: train uncalibrated, refit below
-    first_loss = _FirstStepLoss()
-    callbacks.append(first_loss)
+    first_loss, timer = _FirstStepLoss(), TrainTimer(batch_size)
+    callbacks += [first_loss, timer]
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
     if warm is not None:
@@ -162,7 +163,7 @@ def run_fn(fn_args):
     with tf.io.gfile.GFile(os.path.join(run_dir, "history.json"), "w") as f:
         json.dump({"model_type": config.model_type, "strategy": config.strategy,
                    "watch_head": config.watch_head, "ead_thresholds": thresholds,
-                   "params": int(model.count_params()), "warm_start": warm,
+                   "params": int(model.count_params()), "warm_start": warm, "train_timing": timer.summary(),
                    "history": {k: [float(x) for x in v] for k, v in history.history.items()}}, f)
 
     if config.cqe.get("conformal") and "cqe" in config.watch_head and validation is not None:

@@ -81,6 +81,8 @@ def test_run_fn_trains_and_exports(model_type, input_examples, transformed_files
     assert history["model_type"] == model_type and history["strategy"] == "mirrored"
     assert len(history["history"]["loss"]) == 1 and np.isfinite(history["history"]["loss"][0])
     assert "val_click_prob_auc" in history["history"]
+    timing = history["train_timing"]  # models/training/train_timer.py (4 steps: too few for a steady state)
+    assert timing["epochs"] == 1 and timing["seconds"] > 0 and timing["batch_size"] == 16
     # the click calibration (calibrate_click, on by default) was fitted on the 16 validation rows
     with open(os.path.join(fn_args.model_run_dir, "calibration.json")) as f:
         fit = json.load(f)
