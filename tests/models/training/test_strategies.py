@@ -70,3 +70,15 @@ def test_unknown_strategy_raises():
         make_strategy("horovod")
     with pytest.raises(ValueError, match="TF_CONFIG"):
         make_strategy("parameter_server")
+
+
+def test_mirrored_over_one_device_is_the_default_strategy():
+    """One local device: no MirroredStrategy (its one-replica overhead, strategies.py); two
+    logical devices: MirroredStrategy over both (test_mirrored_strategy_over_two_logical_cpus)."""
+    import tensorflow as tf
+
+    from models.training.strategies import make_strategy
+
+    one = make_strategy("mirrored", devices=["/device:CPU:0"])
+    assert one is tf.distribute.get_strategy() and one.num_replicas_in_sync == 1
+    assert not isinstance(one, tf.distribute.MirroredStrategy)
