@@ -44,6 +44,7 @@ from models.training import diagnostics as training_diagnostics
 from models.training import strategies
 from models.training import warm_start
 from models.training.config import TrainerConfig
+from models.training.epoch_callbacks import EpochProgbarLogger, EpochTensorBoard
 from models.training.export import export_serving_model
 from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes
 from models.training.train_timer import TrainTimer
@@ -71,6 +72,8 @@ def fit_ranker(model, train_data, epochs: int, validation_data=None, callbacks=(
         if not model.compiled_loss.built:
             model.compiled_loss.build(model.output)
     callbacks = list(callbacks)
+    if verbose:  # Keras' own logger would update its bar at every batch (epoch_callbacks.py)
+        callbacks.append(EpochProgbarLogger())
     if keep_best_epoch and validation_data is not None and epochs > 1:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, mode="max", patience=1,
                                                        restore_best_weights=True))
@@ -145,7 +148,7 @@ def run_fn(fn_args):
             validation = validation.take(fn_args.eval_steps)
 
     run_dir = strategies.write_dir(fn_args.model_run_dir)
-    callbacks = [keras.callbacks.TensorBoard(log_dir=run_dir, update_freq="epoch"),
+    callbacks = [EpochTensorBoard(run_dir),
                  keras.callbacks.BackupAndRestore(backup_dir=os.path.join(fn_args.model_run_dir, "backup"))]
     if validation is not None:  # learning rate, attention weights, quantile spread on a fixed batch
         probe_features, _ = next(iter(validation))
