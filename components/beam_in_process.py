@@ -8,10 +8,10 @@ that worker:
    decoded side inputs across bundles and weighs every value it loads with objsize
    (``statecache.get_deep_size``), which first collects the ids of the globals of every
    loaded module (1.5-4.2 ms a call with TensorFlow, TFX, TFT and TFMA imported: five calls
-   on a small list, session 45's 2-core Xeon VM; a slower VM takes about twice that). A batch pipeline on this runner runs each stage as one
-   bundle, so nothing is read twice: in a default ``make run`` the pipelines of
-   LogExampleGen, StatisticsGen, Transform and the Evaluator loaded 25, 1, 44 and 33 values
-   and hit the cache 0 times (``StateCache.describe_stats``). At size 0 the worker reads a
+   on a small list, session 45's 2-core Xeon VM; a slower VM takes about twice that). A
+   batch pipeline on this runner runs each stage as one bundle, so nothing is read twice:
+   in a default ``make run`` the pipelines of LogExampleGen, StatisticsGen, Transform and
+   the Evaluator loaded 25, 1, 44 and 33 values and hit the cache 0 times (``StateCache.describe_stats``). At size 0 the worker reads a
    side input from the runner as it does on a miss (the cache's ``is_cache_enabled`` path)
    and weighs nothing.
 2. Its dill pickler resets dill's logger level around every dumps and loads
