@@ -11,9 +11,9 @@ that worker:
    on a small list, session 45's 2-core Xeon VM; a slower VM takes about twice that). A
    batch pipeline on this runner runs each stage as one bundle, so nothing is read twice:
    in a default ``make run`` the pipelines of LogExampleGen, StatisticsGen, Transform and
-   the Evaluator loaded 25, 1, 44 and 33 values and hit the cache 0 times (``StateCache.describe_stats``). At size 0 the worker reads a
-   side input from the runner as it does on a miss (the cache's ``is_cache_enabled`` path)
-   and weighs nothing.
+   the Evaluator loaded 25, 1, 44 and 33 values and hit the cache 0 times
+   (``StateCache.describe_stats``). At size 0 the worker reads a side input from the
+   runner as it does on a miss (the cache's ``is_cache_enabled`` path) and weighs nothing.
 2. Its dill pickler resets dill's logger level around every dumps and loads
    (``internal/dill_pickler.py``: ``dill._dill._trace(False)``), and ``Logger.setLevel``
    clears the cache of every logger in the process (~270 here) each time: 846 times in one

@@ -39,7 +39,7 @@ def _bad(table: str, rec: reading.Record, reason: str):
 def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
     """One file -> one columnar part of its parsed rows (ids, where they are, feature arrays:
     no Python object per row), packed (side_columns.Packed: a side input); bad rows tagged.
-    The texts stay in the file: only an ambiguous id's copies need theirs (``_texts_at``)."""
+    The texts stay in the file: only an ambiguous id's copies need theirs (``reading.texts_at``)."""
     path, size = path_size
     header = headers[path]
     id_name, _ = side_columns.TABLES[table]
@@ -69,16 +69,9 @@ def _parse_file(path_size, table: str, headers: Dict[str, List[str]]):
         "line": np.array([recs[i].line for i in ok], dtype=np.int64), "features": feats})
 
 
-def _texts_at(path: str, size: int, offsets) -> Dict[int, str]:
-    """The texts of the records of ``path`` starting at ``offsets``, read again (the rare
-    dead letters of ambiguous ids)."""
-    wanted = set(offsets)
-    return {rec.offset: rec.text for rec in bulk_lines.read_records(path, size) if rec.offset in wanted}
-
-
-def _one_per_id(parts, table: str, sizes: Dict[str, int]):
+def _one_per_id(parts, table: str):
     """Every file's part (Packed) -> the SideTable of the ids kept; duplicates dropped or made
-    ambiguous (``sizes``: the files' sizes, to read the ambiguous copies' texts again)."""
+    ambiguous."""
     parts = [p for p in (packed.value() for packed in parts) if len(p["id"])]
     cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
            for k in ("path", "id", "offset", "line")}
@@ -101,7 +94,7 @@ def _one_per_id(parts, table: str, sizes: Dict[str, int]):
         keep[start] = False
         yield beam.pvalue.TaggedOutput(AMBIGUOUS, int(ids[start]))
         ambiguous += copies
-    texts = {p: _texts_at(p, sizes[p], [int(cat["offset"][c]) for c in ambiguous if cat["path"][c] == p])
+    texts = {p: reading.texts_at(p, [int(cat["offset"][c]) for c in ambiguous if cat["path"][c] == p])
              for p in sorted({str(cat["path"][c]) for c in ambiguous})}
     for c in ambiguous:
         path, offset = str(cat["path"][c]), int(cat["offset"][c])
@@ -124,7 +117,7 @@ def read_side_table(pbegin, table: str, files):
               .with_output_types(Any).with_outputs(BAD, main="rows"))
     deduped = (pbegin
                | f"AllFiles_{table}" >> beam.Impulse()
-               | f"OnePerId_{table}" >> beam.FlatMap(lambda _, parts: _one_per_id(parts, table, dict(files)),
+               | f"OnePerId_{table}" >> beam.FlatMap(lambda _, parts: _one_per_id(parts, table),
                                                      beam.pvalue.AsList(parsed.rows))
                .with_output_types(Any).with_outputs(BAD, DROPPED, AMBIGUOUS, main="rows"))
     bad = (parsed[BAD], deduped[BAD]) | f"Bad_{table}" >> beam.Flatten()

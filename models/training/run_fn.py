@@ -72,7 +72,8 @@ def fit_ranker(model, train_data, epochs: int, validation_data=None, callbacks=(
         if not model.compiled_loss.built:
             model.compiled_loss.build(model.output)
     callbacks = list(callbacks)
-    if verbose:  # Keras' own logger would update its bar at every batch (epoch_callbacks.py)
+    if verbose and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks):
+        # Keras' own logger would update its bar at every batch (epoch_callbacks.py)
         callbacks.append(EpochProgbarLogger())
     if keep_best_epoch and validation_data is not None and epochs > 1:
         callbacks.append(keras.callbacks.EarlyStopping(monitor=monitor, mode="max", patience=1,
