@@ -51,6 +51,13 @@ from models.training.train_timer import TrainTimer
 from models.watch_time import ead_analyzer
 
 
+# Rows per model call when the model scores a whole split: Keras' validation pass, the conformal
+# and Platt fits on the validation split, row importance's pass over the train split. What they
+# compute does not depend on it (Keras weighs each batch's validation loss by its rows); at the
+# training batch size every call paid its fixed dispatch cost for 64 rows.
+SCORING_BATCH_SIZE = 1024
+
+
 def ead_thresholds_from_transform_output(tf_transform_output) -> list:
     """The EAD thresholds t_1..t_M Transform learnt (the transform graph's asset, read by
     models/watch_time/ead_analyzer.py): the same constants the graph buckets with."""
@@ -142,7 +149,9 @@ def run_fn(fn_args):
             train_data = train_data.repeat().take(fn_args.train_steps)
         # fn_args.eval_files: the pipeline's "validation" split (the last train day), never the
         # eval days the Evaluator scores (pipeline.py EvalArgs)
-        validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size, False,
+        # eval_steps (TFX EvalArgs.num_steps) counts batches of the training batch size
+        validation = input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output,
+                              batch_size if fn_args.eval_steps else SCORING_BATCH_SIZE, False,
                               label_keys=label_keys, raw=raw, in_memory=config.input_in_memory,
                               canonical=config.deterministic, memory_budget_bytes=budget)
         if fn_args.eval_steps:
@@ -152,7 +161,7 @@ def run_fn(fn_args):
     callbacks = [EpochTensorBoard(run_dir),
                  keras.callbacks.BackupAndRestore(backup_dir=os.path.join(fn_args.model_run_dir, "backup"))]
     if validation is not None:  # learning rate, attention weights, quantile spread on a fixed batch
-        probe_features, _ = next(iter(validation))
+        probe_features = {k: v[:batch_size] for k, v in next(iter(validation))[0].items()}
         callbacks.append(training_diagnostics.TrainingDiagnostics(run_dir, probe_features))
     vocabularies = warm_start.read_vocabularies(tf_transform_output)
     warm = _warm_start(model, strategy, fn_args, config, vocabularies, train_dataset)
@@ -191,7 +200,7 @@ def run_fn(fn_args):
         shutil.rmtree(export_dir, ignore_errors=True)
     else:  # per-row optimizer state, touches and L2 norm beside the SavedModel, for the Publisher (#10)
         row_importance.write_row_importance(model, input_fn(
-            fn_args.train_files, fn_args.data_accessor, tf_transform_output, 1024, False, label_keys=label_keys,
+            fn_args.train_files, fn_args.data_accessor, tf_transform_output, SCORING_BATCH_SIZE, False, label_keys=label_keys,
             raw=raw, in_memory=config.deterministic, canonical=config.deterministic,  # float sums in one order
             memory_budget_bytes=budget),
             os.path.dirname(fn_args.serving_model_dir))

@@ -146,6 +146,39 @@ def test_run_fn_watch_heads_use_the_transform_graph_thresholds(transformed_files
     assert np.all(out["watch_time_s"].numpy() < asset.thresholds[-1])
 
 
+def test_the_scoring_batch_size_changes_no_figure(transformed_files, tmp_path, monkeypatch):
+    """Without eval_steps the model scores the validation split (Keras' validation pass, the
+    Platt fit) and the train split (row importance) SCORING_BATCH_SIZE rows a call: the same
+    figures whether the 16 validation rows come in one call or in four (5, 5, 5, 1)."""
+    from models.publishing import row_importance
+    from models.training import run_fn as run_fn_module
+
+    files, transform_dir, _ = transformed_files
+    results = []
+    for scoring_batch in (5, run_fn_module.SCORING_BATCH_SIZE):
+        monkeypatch.setattr(run_fn_module, "SCORING_BATCH_SIZE", scoring_batch)
+        out = tmp_path / str(scoring_batch)
+        fn_args = _fn_args(files, transform_dir, out, model_type="lr", ranker_params=configs.RANKER_PARAMS["lr"],
+                           deterministic=True)
+        fn_args.eval_steps = None
+        run_fn(fn_args)
+        with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
+            history = json.load(f)["history"]
+        with open(os.path.join(fn_args.model_run_dir, "calibration.json")) as f:
+            fit = json.load(f)
+        results.append((history, fit, row_importance.read_row_importance(str(out))))
+    (h5, fit5, rows5), (h, fit, rows) = results
+    assert h5["loss"] == h["loss"]  # the same training
+    for key in ("val_loss", "val_click_prob_auc", "val_click_prob_loss"):
+        np.testing.assert_allclose(h5[key], h[key], rtol=1e-6, err_msg=key)
+    assert fit5["examples"] == fit["examples"] == 16
+    for key in ("a", "b", "logloss_before"):
+        np.testing.assert_allclose(fit5[key], fit[key], rtol=1e-6, err_msg=key)
+    assert rows5.keys() == rows.keys()
+    for table in rows:
+        np.testing.assert_array_equal(rows5[table]["touch_count"], rows[table]["touch_count"])
+
+
 def test_shuffle_labels_permutes_every_label_together():
     """The diagnostic that trains the degraded candidate of the e2e gating test."""
 
