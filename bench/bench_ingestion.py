@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from bench.bench_scale import _commit, machine
+from bench.bench_scale import commit, machine
 from pipeline.process_memory import children_peak_rss_mb, freeze_loaded_objects, peak_rss_mb
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -135,7 +135,7 @@ def main(argv=None):
     first = runs[0]["counts"]
     assert all(r["counts"] == first for r in runs), "counts differ between worker counts"
     result = {
-        "bench": "ingestion", "machine": machine(), "commit": _commit(), "logs": _rel(args.logs),
+        "bench": "ingestion", "machine": machine(), "commit": commit(), "logs": _rel(args.logs),
         "max_rows_per_file": args.max_rows_per_file,
         "read_range_bytes": args.range_bytes,
         "cpu_count": os.cpu_count(), "load_average_after": [round(x, 2) for x in os.getloadavg()],

@@ -126,7 +126,7 @@ def run_size(rows: int, work: str) -> dict:
         print(f"  {rows:>9} rows  {node:<32} {r['seconds']:8.1f} s  {r['peak_rss_mb']:8.0f} MB", flush=True)
     counts = _child("--counts", logs, out)
     return {"rows": counts["rows_read"], "target_rows": rows, "simulator": sim, "counts": counts,
-            "nodes": results, "commit": _commit()}
+            "nodes": results, "commit": commit()}
 
 
 def machine() -> str:
@@ -135,7 +135,7 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores"
 
 
-def _commit() -> str:
+def commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
 

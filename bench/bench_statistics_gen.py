@@ -85,7 +85,7 @@ def main(logs: str, out: str, budgets) -> dict:
 
     from tfx.utils import io_utils
 
-    from bench.bench_scale import _child, _commit, counts_of, machine
+    from bench.bench_scale import _child, commit, counts_of, machine
     from pipeline import configs
 
     if budgets[0] != 0:
@@ -105,7 +105,7 @@ def main(logs: str, out: str, budgets) -> dict:
         runs.append(run)
         print(json.dumps(run), flush=True)
     size = {"log_rows": rows, "machine": machine(), "python": platform.python_version(),
-            "commit": _commit(), "runs": runs,
+            "commit": commit(), "runs": runs,
             "command": "python -m bench.bench_statistics_gen <logs> <out> " + ",".join(map(str, budgets))}
     result = json.load(open(OUT)) if os.path.exists(OUT) else {"bench": "statistics_gen", "sizes": []}
     result["sizes"] = sorted([s for s in result["sizes"] if s["log_rows"] != rows] + [size],

@@ -200,8 +200,9 @@ def run_fn(fn_args):
         shutil.rmtree(export_dir, ignore_errors=True)
     else:  # per-row optimizer state, touches and L2 norm beside the SavedModel, for the Publisher (#10)
         row_importance.write_row_importance(model, input_fn(
-            fn_args.train_files, fn_args.data_accessor, tf_transform_output, SCORING_BATCH_SIZE, False, label_keys=label_keys,
-            raw=raw, in_memory=config.deterministic, canonical=config.deterministic,  # float sums in one order
+            fn_args.train_files, fn_args.data_accessor, tf_transform_output, SCORING_BATCH_SIZE, False,
+            label_keys=label_keys, raw=raw, in_memory=config.deterministic,
+            canonical=config.deterministic,  # float sums in one order
             memory_budget_bytes=budget),
             os.path.dirname(fn_args.serving_model_dir))
         warm_start.save(model, vocabularies, os.path.dirname(fn_args.serving_model_dir))  # the next run's start

@@ -154,14 +154,26 @@ def test_the_scoring_batch_size_changes_no_figure(transformed_files, tmp_path, m
     from models.training import run_fn as run_fn_module
 
     files, transform_dir, _ = transformed_files
+    batch_sizes = []  # (files, batch size) of every split run_fn reads
+    read = run_fn_module.input_fn
+
+    def recording_input_fn(file_pattern, data_accessor, tf_transform_output, batch_size, *args, **kwargs):
+        batch_sizes.append((tuple(file_pattern), batch_size))
+        return read(file_pattern, data_accessor, tf_transform_output, batch_size, *args, **kwargs)
+
+    monkeypatch.setattr(run_fn_module, "input_fn", recording_input_fn)
     results = []
     for scoring_batch in (5, run_fn_module.SCORING_BATCH_SIZE):
         monkeypatch.setattr(run_fn_module, "SCORING_BATCH_SIZE", scoring_batch)
+        batch_sizes.clear()
         out = tmp_path / str(scoring_batch)
         fn_args = _fn_args(files, transform_dir, out, model_type="lr", ranker_params=configs.RANKER_PARAMS["lr"],
                            deterministic=True)
         fn_args.eval_steps = None
         run_fn(fn_args)
+        # the validation split, and the train split once more (row importance), at the scoring batch
+        assert (tuple(files["raw"]["eval"]), scoring_batch) in batch_sizes, batch_sizes
+        assert batch_sizes.count((tuple(files["raw"]["train"]), scoring_batch)) == 1, batch_sizes
         with open(os.path.join(fn_args.model_run_dir, "history.json")) as f:
             history = json.load(f)["history"]
         with open(os.path.join(fn_args.model_run_dir, "calibration.json")) as f:
