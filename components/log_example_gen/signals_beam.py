@@ -140,7 +140,8 @@ class _TabBlockPass(beam.DoFn):
         del b["hour"]  # the tab pass's own: the entity passes do not read it
         for family in signals.ENTITY_SIGNALS:
             keys = C.shard_of(signal_columns.entity_hash(family, b), self._entity_shards)
-            yield from self._out.add("entity", b, keys, label=family)
+            yield from self._out.add("entity", {k: b[k] for k in signal_columns.entity_columns(family)}, keys,
+                                     label=family)
 
 
 def _entity_pass(element, delay_ms: int, user_shards: int):

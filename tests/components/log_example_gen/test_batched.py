@@ -45,8 +45,9 @@ def test_columnar_passes_match_brute_force(delay_ms):
             for k, v in signal_columns.tab_pass(part, delay_ms, 0.3).items():
                 b[k][part["pos"]] = v
         got = {"sig_tab_ctr": b["e_tab"], "sig_tab_hour_ctr": b["tab_hour_ctr"]}
-        for family in S.ENTITY_SIGNALS:
-            got.update(signal_columns.entity_pass(family, b, delay_ms))
+        for family in S.ENTITY_SIGNALS:  # as signals_beam.py groups them: only the columns the pass reads
+            got.update(signal_columns.entity_pass(family, {k: b[k] for k in signal_columns.entity_columns(family)},
+                                                  delay_ms))
         got.update(signal_columns.user_pass(b["user_id"], b, delay_ms))
         got["sig_propensity"] = signal_columns.propensity(got["sig_tab_ctr"], got["sig_user_coec"],
                                                           got["sig_video_coec"])
