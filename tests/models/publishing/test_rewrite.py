@@ -130,6 +130,27 @@ def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batc
     assert stopped[0]["ne_loss"] == rows[1]["ne_loss"]
 
 
+def test_predict_scores_with_the_tables_the_model_holds_at_each_call(ranker_and_batch, monkeypatch):
+    """sweep.predict traces the model once per call: after a rewrite it scores with the new
+    tables, in batches of any size (32 rows, batches of 5: 6 x 5 + 2), as the eager model does."""
+    from models.publishing import sweep
+
+    model, x, _ = ranker_and_batch
+    monkeypatch.setattr(sweep, "BATCH", 5)
+    copy = _fresh_copy(model)
+    scores = []
+    for rewritten in (False, True):
+        if rewritten:
+            rewrite.publish_tables(copy, None, configs.publish_config(
+                prune_fraction=0.5, criterion="l2_norm", quantize=True, quantize_min_dim=4, allocation="per_table",
+                default_row="oov"))
+        got, eager = sweep.predict(copy, x), copy(x, training=False)
+        for k in got:
+            np.testing.assert_allclose(got[k], eager[k].numpy().reshape(-1), rtol=1e-5, atol=1e-6)
+        scores.append(got["click_prob"])
+    assert np.abs(scores[1] - scores[0]).max() > 1e-4  # the rewrite changed the scores
+
+
 @pytest.fixture(scope="module")
 def xdeepfm_and_batch():
     """xDeepFM: every feature has an embedding table and a width-1 first-order table."""
