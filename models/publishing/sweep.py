@@ -105,12 +105,15 @@ def predict(model, x, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.nd
 
 def prune_sweep(model, importance, config: PublishConfig, x, click: np.ndarray, watch: np.ndarray,
                 fractions: Sequence[float], criteria: Sequence[str], allocations: Sequence[str] = (),
-                stop: Optional[Callable[[dict], bool]] = None) -> List[dict]:
+                stop: Optional[Callable[[dict], bool]] = None,
+                base: Optional[Dict[str, np.ndarray]] = None) -> List[dict]:
     """One row per (allocation, criterion, fraction): NE loss, AUC / XAUC drop, embedding
     bytes (allocations default to the config's), on `x` (transformed_eval's arrays or
     TransformedRows); with `stop`, the rows up to the first one
-    for which stop(row) is true (the Publisher's eval-split check of its candidates)."""
-    base = predict(model, x)
+    for which stop(row) is true (the Publisher's eval-split check of its candidates).
+    `base`: the trained model's scores of `x` when they are known (the Publisher's eval check:
+    its trained SavedModel's, the reference its verification compares against), else predicted."""
+    base = predict(model, x) if base is None else base
     ne0, auc0 = metrics.ne(click, base["click_prob"]), metrics.auc(click, base["click_prob"])
     xauc0 = metrics.xauc(watch, base["watch_time_s"])
     rows = []

@@ -128,6 +128,13 @@ def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batc
                                 [0.5, 0.0, 0.25], ["l2_norm"], stop=lambda r: r["ne_loss"] == 0)
     assert [r["fraction"] for r in stopped] == [0.5, 0.0]  # up to the first row that stops it
     assert stopped[0]["ne_loss"] == rows[1]["ne_loss"]
+    # a known base (the Publisher's eval check: the trained SavedModel's scores) replaces the prediction
+    base = sweep.predict(model, x)
+    assert sweep.prune_sweep(model, None, configs.publish_config(quantize=False), x, click, watch,
+                             [0.0, 0.5], ["l2_norm"], base=base) == rows
+    other = sweep.prune_sweep(model, None, configs.publish_config(quantize=False), x, click, watch, [0.0],
+                              ["l2_norm"], base={k: v * 0.5 for k, v in base.items()})
+    assert other[0]["ne_loss"] != 0 and other[0]["max_abs_delta_click_prob"] > 0
 
 
 def test_predict_scores_with_the_tables_the_model_holds_at_each_call(ranker_and_batch, monkeypatch):
