@@ -22,6 +22,7 @@ from models.publishing import rewrite
 from models.publishing.config import PublishConfig
 
 BATCH = 2048
+TRACED_MIN_ROWS = 8 * BATCH  # predict traces the model from this many rows (predict's doc)
 _TRANSFORM_FNS = weakref.WeakKeyDictionary()  # TFTransformOutput -> {history length: _transform_fn}
 
 
@@ -65,6 +66,9 @@ class TransformedRows:
         self._transform = _transform_fn(tf_transform_output, history_length)
         self._rows, self._names = serialized, list(input_names)
 
+    def __len__(self) -> int:
+        return len(self._rows)
+
     def batches(self) -> Iterator[dict]:
         for i in range(0, len(self._rows), BATCH):
             out = self._transform(tf.constant(self._rows[i:i + BATCH]))
@@ -87,13 +91,16 @@ def _signature(batch: dict) -> dict:
 
 def predict(model, x, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.ndarray]:
     """`model`'s outputs over `x`: a dict of transformed input arrays or TransformedRows.
-    The model is called through one tf.function traced per call of predict, so it reads the
-    tables the model holds now (the sweep rewrites them between calls); called eagerly, every
-    op of every batch dispatches from Python (40k rows of the 1M-row log's DIN: 2.1-2.3 s
-    eagerly, 1.56 s traced, trace included; its Pusher node 72.7 / 73.2 -> 63.2 / 63.5 s with
-    the same report, bench_scale --node Pusher)."""
+    From TRACED_MIN_ROWS rows the model is called through one tf.function traced per call of
+    predict, so it reads the tables the model holds now (the sweep rewrites them between
+    calls); called eagerly, every op of every batch dispatches from Python. DIN of the 1M-row
+    log: 40k rows 2.1-2.3 s eagerly, 1.56 s traced (trace included; the same outputs), its
+    Pusher node 72.7 / 73.2 -> 63.2 / 63.5 s with the same report (bench_scale --node Pusher);
+    but `make run`'s ~7k rows a call paid the trace (~0.45 s) for ~4 batches: Pusher 15.1 ->
+    17.9 s, hence eager below ~8 batches (~0.055 s a batch saved by tracing)."""
     got = {k: [] for k in outputs}
-    call = None
+    n = len(x) if isinstance(x, TransformedRows) else len(next(iter(x.values())))
+    call = None if n >= TRACED_MIN_ROWS else (lambda b: model(b, training=False))
     for batch in _input_batches(x):
         if call is None:
             call = tf.function(lambda b: model(b, training=False), input_signature=[_signature(batch)])

@@ -137,13 +137,16 @@ def test_sweep_rewrites_in_place_and_restores_the_trained_tables(ranker_and_batc
     assert other[0]["ne_loss"] != 0 and other[0]["max_abs_delta_click_prob"] > 0
 
 
-def test_predict_scores_with_the_tables_the_model_holds_at_each_call(ranker_and_batch, monkeypatch):
-    """sweep.predict traces the model once per call: after a rewrite it scores with the new
+@pytest.mark.parametrize("traced_min_rows", [0, 10**9])  # traced, eager
+def test_predict_scores_with_the_tables_the_model_holds_at_each_call(ranker_and_batch, monkeypatch,
+                                                                     traced_min_rows):
+    """sweep.predict (traced once per call, or eager): after a rewrite it scores with the new
     tables, in batches of any size (32 rows, batches of 5: 6 x 5 + 2), as the eager model does."""
     from models.publishing import sweep
 
     model, x, _ = ranker_and_batch
     monkeypatch.setattr(sweep, "BATCH", 5)
+    monkeypatch.setattr(sweep, "TRACED_MIN_ROWS", traced_min_rows)
     copy = _fresh_copy(model)
     scores = []
     for rewritten in (False, True):
