@@ -13,6 +13,7 @@ tests/components/log_example_gen/test_batched.py checks these passes against it)
 Rows are the kept (window, duplicates) rows: they all count. Inside a group the sums
 run in (time, row_id) order, as the sequential passes do.
 """
+import functools
 from types import SimpleNamespace
 from typing import Dict, Tuple
 
@@ -139,6 +140,7 @@ class _ColumnNames:
 ENTITY_ROW_COLUMNS = ("row_id", "user_id", "time_ms", "is_click", "watch_s", "duration_s", "e_tab", "w_tab", "r_tab")
 
 
+@functools.lru_cache(maxsize=None)  # asked for every tab block and family
 def entity_columns(family: str) -> Tuple[str, ...]:
     """The columns ``entity_pass`` reads for ``family``: ENTITY_ROW_COLUMNS and its key's (the
     rows grouped by entity carry only these: the tab pass's rows with every family's keys

@@ -75,12 +75,15 @@ class TransformedRows:
             yield {k: out[k] for k in self._names}
 
 
+def _num_rows(x) -> int:
+    return len(x) if isinstance(x, TransformedRows) else len(next(iter(x.values())))
+
+
 def _input_batches(x) -> Iterator[dict]:
     if isinstance(x, TransformedRows):
         yield from x.batches()
         return
-    n = len(next(iter(x.values())))
-    for i in range(0, n, BATCH):
+    for i in range(0, _num_rows(x), BATCH):
         yield {k: v[i:i + BATCH] for k, v in x.items()}
 
 
@@ -96,14 +99,17 @@ def predict(model, x, outputs=("click_prob", "watch_time_s")) -> Dict[str, np.nd
     calls); called eagerly, every op of every batch dispatches from Python. DIN of the 1M-row
     log: 40k rows 2.1-2.3 s eagerly, 1.56 s traced (trace included; the same outputs), its
     Pusher node 72.7 / 73.2 -> 63.2 / 63.5 s with the same report (bench_scale --node Pusher);
-    but `make run`'s ~7k rows a call paid the trace (~0.45 s) for ~4 batches: Pusher 15.1 ->
-    17.9 s, hence eager below ~8 batches (~0.055 s a batch saved by tracing)."""
+    but `make run`'s ~7k rows a call paid the trace for ~4 batches: Pusher 15.1 -> 17.9 s.
+    From those figures a trace costs ~0.45 s and saves ~0.055 s a batch, hence eager below
+    ~8 batches (an estimate; with the threshold `make run`'s Pusher took 16.3 s, as before)."""
+    def score(batch):
+        return model(batch, training=False)
+
     got = {k: [] for k in outputs}
-    n = len(x) if isinstance(x, TransformedRows) else len(next(iter(x.values())))
-    call = None if n >= TRACED_MIN_ROWS else (lambda b: model(b, training=False))
+    call = score if _num_rows(x) < TRACED_MIN_ROWS else None
     for batch in _input_batches(x):
         if call is None:
-            call = tf.function(lambda b: model(b, training=False), input_signature=[_signature(batch)])
+            call = tf.function(score, input_signature=[_signature(batch)])
         out = call(batch)
         for k in outputs:
             got[k].append(out[k].numpy().reshape(-1))
