@@ -9,7 +9,10 @@
 FROM tensorflow/tfx:1.16.0
 
 WORKDIR /app
+# oneDNN off, as in `make run` (pipeline/process_memory.default_onednn_off: its caches hold
+# memory no Python object holds and grow with the Evaluator's batch shapes)
 ENV TF_USE_LEGACY_KERAS=1 \
+    TF_ENABLE_ONEDNN_OPTS=0 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 

@@ -14,13 +14,14 @@ import logging as py_logging
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # before TensorFlow loads
+from pipeline.process_memory import ReleaseAfterComponents, default_onednn_off, freeze_loaded_objects  # noqa: E402
+
+default_onednn_off()  # before TensorFlow loads
 
 from absl import logging  # noqa: E402
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner  # noqa: E402
 
 from pipeline import runners  # noqa: E402
-from pipeline.process_memory import ReleaseAfterComponents, freeze_loaded_objects  # noqa: E402
 
 if __name__ == "__main__":
     logging.set_verbosity(logging.INFO)

@@ -42,7 +42,9 @@ import subprocess
 import sys
 import time
 
-from pipeline.process_memory import children_peak_rss_mb, peak_rss_mb
+from pipeline.process_memory import children_peak_rss_mb, default_onednn_off, peak_rss_mb
+
+default_onednn_off()  # each component's process as `make run` runs it, before TensorFlow loads
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROWS = (250_000, 1_000_000, 4_000_000)

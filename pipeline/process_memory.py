@@ -19,8 +19,24 @@ after freezing what its imports loaded (:func:`freeze_loaded_objects`), so that 
 garbage collection in each release scans only what the components made.
 """
 import logging
+import os
 import re
 import resource
+
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
+
+
+def default_onednn_off(environ=os.environ) -> None:
+    """TensorFlow's oneDNN kernels off unless ``TF_ENABLE_ONEDNN_OPTS`` is set: call before
+    TensorFlow loads (`make run`, local_runner.py, bench-scale's processes; the Dockerfile
+    sets it for Kubeflow). Their caches hold memory no Python object holds: ~0.9 GiB left
+    after the Trainer (session 33), and in the Evaluator a JIT-compiled kernel per batch
+    shape (TFMA's reader batches adaptively, so the shapes, and the cache, grow with the
+    eval rows: at memray's high-water mark of the 1M-row Evaluator, 536 MB of Xbyak code
+    buffers were mapped, not all of them resident).
+    The Trainer is as fast without them (README "Scale")."""
+    environ.setdefault(ONEDNN_ENV, "0")
+
 
 # LocalDagRunner's log record at each component's start and end
 COMPONENT_EVENT = re.compile(r"Component (\S+) is (running|finished)\.")

@@ -32,7 +32,8 @@ import os
 import sys
 import time
 
-from pipeline.process_memory import COMPONENT_EVENT, freeze_loaded_objects, peak_rss_mb, release_free_memory, rss_mb
+from pipeline.process_memory import (COMPONENT_EVENT, default_onednn_off, freeze_loaded_objects, peak_rss_mb,
+                                     release_free_memory, rss_mb)
 
 
 def _parse_args(argv):
@@ -175,11 +176,9 @@ def main(argv=None) -> int:
     if args.watch_head:
         os.environ["WATCH_HEAD"] = args.watch_head
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # TensorFlow's oneDNN kernels keep ~0.9 GiB after the Trainer (its caches: gone with
-    # them off, and no Python object holds it), which every later component of this one
-    # process sat on; the Trainer is as fast without them (#33, README "Scale"). Set it
-    # to 1 to have them back.
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    # oneDNN's caches kept ~0.9 GiB after the Trainer, which every later component of this
+    # one process sat on (#33, README "Scale"); TF_ENABLE_ONEDNN_OPTS=1 has them back.
+    default_onednn_off()
 
     log_path = os.path.join(os.path.abspath(args.out), "make_run.log")
     console = _Console(log_path)

@@ -26,6 +26,7 @@ def test_dockerfile_installs_the_watchtime_ranker_module():
     assert "COPY watchtime_ranker /app/watchtime_ranker" in text
     assert "printf" not in text and "purelib" not in text  # the old shim is gone
     assert "import watchtime_ranker" in text  # the image build checks the import
+    assert "TF_ENABLE_ONEDNN_OPTS=0" in text  # as `make run` (pipeline/process_memory.default_onednn_off)
     with open(os.path.join(ROOT, "setup.py")) as f:
         assert '"watchtime_ranker*"' in f.read()
 

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from pipeline import process_memory
 
 
@@ -69,7 +71,21 @@ def test_release_after_each_finished_component(monkeypatch):
     assert len(calls) == 2
 
 
-def test_local_runner_turns_onednn_off_unless_set():
-    code = "import os; os.environ.pop('TF_ENABLE_ONEDNN_OPTS', None); import local_runner; print(os.environ['TF_ENABLE_ONEDNN_OPTS'])"
+def test_default_onednn_off_keeps_a_set_value():
+    environ = {}
+    process_memory.default_onednn_off(environ)
+    assert environ == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    environ = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    process_memory.default_onednn_off(environ)
+    assert environ == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+@pytest.mark.parametrize("module", ["local_runner", "bench.bench_scale"])
+def test_entry_points_turn_onednn_off_before_tensorflow_loads(module):
+    """local_runner.py and bench-scale's component processes run as `make run` does."""
+    code = ("import os, sys; os.environ.pop('TF_ENABLE_ONEDNN_OPTS', None); "
+            f"import {module}; print(os.environ['TF_ENABLE_ONEDNN_OPTS'], 'tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "0"
+    assert out.strip().splitlines()[-1].split()[0] == "0"
+    if module == "bench.bench_scale":  # it loads TensorFlow only in the component's process
+        assert out.strip().splitlines()[-1].split()[1] == "False"
