@@ -11,10 +11,8 @@ one and TensorFlow's oneDNN kernels are off unless TF_ENABLE_ONEDNN_OPTS is set 
 caches kept ~0.9 GiB after the Trainer; pipeline/run_local.py, README "Scale").
 """
 import logging as py_logging
-import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-from pipeline.process_memory import ReleaseAfterComponents, default_onednn_off, freeze_loaded_objects  # noqa: E402
+from pipeline.process_memory import ReleaseAfterComponents, default_onednn_off, freeze_loaded_objects  # pipeline/ sets Keras 2
 
 default_onednn_off()  # before TensorFlow loads
 
