@@ -17,6 +17,10 @@ RUSAGE_CHILDREN: an upper bound, it includes the driver's RSS when the worker wa
 for in_memory the driver is the worker). The machine's load average is recorded: on a
 shared machine the figures are upper bounds of the cost, not of the speed-up.
 
+``scaling`` (when 1 and N > 1 workers ran): the efficiency of N workers, rows/s(N) /
+(N · rows/s(1)), and the machine's ceiling for it: N copies of the 1-worker run at once
+(bench_ingestion._side_by_side).
+
 The measuring process freezes what its imports loaded before the run
 (pipeline/process_memory.freeze_loaded_objects), as `make run`'s process does before its
 components run, so collections do not walk TensorFlow's and Beam's objects
@@ -101,6 +105,56 @@ def _head_copy(logs: str, dst: str, n: int) -> str:
     return dst
 
 
+def _measure(logs: str, workers: int, range_bytes: int, copies: int) -> list:
+    """``copies`` fresh processes measuring ``workers`` at once (run_once's dicts, one each)."""
+    procs = [subprocess.Popen([sys.executable, "-m", "bench.bench_ingestion", "--logs", logs, "--one",
+                               str(workers), "--range-bytes", str(range_bytes)],
+                              cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(copies)]
+    runs = []
+    for proc in procs:
+        out, err = proc.communicate()
+        if proc.returncode:
+            raise RuntimeError(f"measurement failed (exit {proc.returncode}):\n{err[-4000:]}")
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    return runs
+
+
+def _side_by_side(logs: str, range_bytes: int, runs: list) -> dict:
+    """Scaling efficiency of N workers and the machine's ceiling for it.
+
+    efficiency(N) = rows/s(N workers) / (N · rows/s(1 worker)), medians over the runs of each
+    count (``--workers 1 2 1 2`` alternates them). The ceiling runs N copies of the whole
+    1-worker pipeline at once, independent processes sharing nothing but the machine (cores,
+    caches, memory bandwidth, disk): ceiling(N) = wall(1 alone) / max wall(N copies at once).
+    No split of the same work over N processes on this machine can beat it by more than the
+    per-copy fixed costs (planning, side tables), so efficiency / ceiling is what the runner's
+    multi-processing itself keeps.
+    """
+    def median(values):
+        values = sorted(values)
+        return (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
+
+    by_workers = {}
+    for r in runs:
+        by_workers.setdefault(r["workers"], []).append(r)
+    n = max(by_workers)
+    if 1 not in by_workers or n < 2:
+        return {}
+    one_rate = median([r["rows_per_s"] for r in by_workers[1]])
+    one_wall = median([r["wall_s"] for r in by_workers[1]])
+    load = os.getloadavg()
+    copies = _measure(logs, 1, range_bytes, copies=n)
+    ceiling = one_wall / max(c["wall_s"] for c in copies)
+    efficiency = {str(k): round(median([r["rows_per_s"] for r in rs]) / (k * one_rate), 3)
+                  for k, rs in sorted(by_workers.items()) if k > 1}
+    print(f"{n} copies of 1 worker side by side: walls {[c['wall_s'] for c in copies]} s, "
+          f"ceiling {ceiling:.3f}; efficiency {efficiency}", flush=True)
+    return {"efficiency": efficiency, f"ceiling_{n}_copies": round(ceiling, 3),
+            "efficiency_of_ceiling": {k: round(v / ceiling, 3) for k, v in efficiency.items()},
+            "side_by_side_load_average_before": [round(x, 2) for x in load], "runs": copies}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--logs", default=os.environ.get("LOGS") or DEFAULT_LOGS)
@@ -125,15 +179,14 @@ def main(argv=None):
     runs = []
     for n in args.workers:
         load = os.getloadavg()
-        out = subprocess.run([sys.executable, "-m", "bench.bench_ingestion", "--logs", logs_dir,
-                              "--one", str(n), "--range-bytes", str(args.range_bytes)],
-                             cwd=_ROOT, check=True, capture_output=True, text=True).stdout
-        run = json.loads(out.strip().splitlines()[-1])
+        run = _measure(logs_dir, n, args.range_bytes, copies=1)[0]
         run["load_average_before"] = [round(x, 2) for x in load]
         runs.append(run)
         print(f"{n} worker(s): {run['rows_per_s']} rows/s ({run['wall_s']} s)", flush=True)
+    side_by_side = _side_by_side(logs_dir, args.range_bytes, runs)
     first = runs[0]["counts"]
-    assert all(r["counts"] == first for r in runs), "counts differ between worker counts"
+    assert all(r["counts"] == first for r in runs + side_by_side.get("runs", [])), \
+        "counts differ between worker counts"
     result = {
         "bench": "ingestion", "machine": machine(), "commit": commit(), "logs": _rel(args.logs),
         "max_rows_per_file": args.max_rows_per_file,
@@ -141,6 +194,7 @@ def main(argv=None):
         "cpu_count": os.cpu_count(), "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "note": "2-core machine: compare load_average_before of each run; times under load are upper bounds",
         "runs": runs,
+        "scaling": side_by_side,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
