@@ -8,20 +8,23 @@ shuffle out of process and group the values themselves (``spill_dir=None``). Wit
 ``spill_dir``::
 
     (key, value) ─Spill─► the bundle's values buffered per key as pickles; once more than
-                          ``max_bytes`` are buffered (and at the bundle's end) each key's
-                          buffer becomes one file  <spill_dir>/<uuid>.pkl
-                 ─► (key, path) ─GroupByKey─► (key, [paths]) ─► (key, Spilled(paths))
+                          ``max_bytes`` are buffered (and at the bundle's end) the buffers
+                          become one file  <spill_dir>/<uuid>.pkl, each key's values one
+                          byte range [start, end) of it
+                 ─► (key, (path, start, end)) ─GroupByKey─► (key, [ranges]) ─► (key, Spilled(ranges))
 
-so the runner groups only paths and a consumer holds one key's values (a shard), not the
-log. ``Spilled`` iterates the values, reading one file at a time (a file's values in the
-order they were added). A retried bundle writes new files; only the paths a committed
-bundle emitted reach a consumer, and the spill folder lives under the output's temporary
-folder, removed with it (record_files.finalize), so nothing is lost or read twice.
+so the runner groups only ranges and a consumer holds one key's values (a shard), not the
+log. ``Spilled`` iterates the values, reading one range at a time (in (path, start) order;
+a range's values in the order they were added). One file per flush, not per key and flush:
+4M simulated rows spilled 17,825 files (3.9 GB) one per key, whose removal at the end took
+2.6 s on one core. A retried bundle writes new files; only the ranges a committed bundle
+emitted reach a consumer, and the spill folder lives under the output's temporary folder,
+removed with it (record_files.finalize), so nothing is lost or read twice.
 """
 import os
 import pickle
 import uuid
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -31,24 +34,26 @@ from components.log_example_gen import batch_buffer, record_files
 MAX_BUFFER_BYTES = 64 << 20  # pickled values a bundle holds before it writes them out
 
 
-class Spilled:
-    """The values of one key, read back from its spill files (module doc)."""
+Range = Tuple[str, int, int]  # (path, start, end): one key's values in a spill file
 
-    def __init__(self, paths: List[str]):
-        self.paths = sorted(paths)
+
+class Spilled:
+    """The values of one key, read back from its ranges of spill files (module doc)."""
+
+    def __init__(self, ranges: List[Range]):
+        self.ranges = sorted(ranges)
 
     def __iter__(self) -> Iterator[Any]:
-        for path in self.paths:
+        for path, start, end in self.ranges:
             with FileSystems.open(path, compression_type="uncompressed") as f:
-                while True:
-                    try:
-                        yield pickle.load(f)
-                    except EOFError:
-                        break
+                f.seek(start)
+                while f.tell() < end:
+                    yield pickle.load(f)
 
 
 class _Spill(beam.DoFn):
-    """(key, value) -> (key, path of a file of the key's values) (module doc)."""
+    """(key, value) -> (key, (path, start, end): the range of a spill file holding the key's
+    values) (module doc)."""
 
     def __init__(self, spill_dir: str, max_bytes: int):
         self._dir, self._max = spill_dir, max_bytes
@@ -70,15 +75,19 @@ class _Spill(beam.DoFn):
             yield batch_buffer.in_global_window(kv)
 
     def _flush(self):
-        if self._buffers:
-            record_files.ensure_dir(self._dir)
-        for key, parts in self._buffers.items():
-            path = os.path.join(self._dir, f"{uuid.uuid4().hex}.pkl")
-            with FileSystems.create(path, compression_type="uncompressed") as f:
+        if not self._buffers:
+            return
+        record_files.ensure_dir(self._dir)
+        path, ranges, offset = os.path.join(self._dir, f"{uuid.uuid4().hex}.pkl"), [], 0
+        with FileSystems.create(path, compression_type="uncompressed") as f:
+            for key, parts in self._buffers.items():
+                start = offset
                 for data in parts:
                     f.write(data)
-            yield key, path
+                    offset += len(data)
+                ranges.append((key, (path, start, offset)))
         self._buffers, self._held = {}, 0
+        yield from ranges
 
 
 class GroupByKey(beam.PTransform):
@@ -94,7 +103,7 @@ class GroupByKey(beam.PTransform):
         return (pcoll
                 | "Spill" >> beam.ParDo(_Spill(self._dir, self._max))
                 | "GroupPaths" >> beam.GroupByKey()
-                | "Open" >> beam.MapTuple(lambda key, paths: (key, Spilled(list(paths)))))
+                | "Open" >> beam.MapTuple(lambda key, ranges: (key, Spilled(list(ranges)))))
 
 
 class CoGroupByKey(beam.PTransform):
@@ -116,7 +125,7 @@ class CoGroupByKey(beam.PTransform):
             return ({t: pcs | f"Flatten_{t}" >> beam.Flatten() for t, pcs in merged.items()}
                     | "CoGroup" >> beam.CoGroupByKey())
         spilled = [pcolls[n] | f"Spill_{n}" >> beam.ParDo(_Spill(self._dir, self._max))
-                   | f"Tag_{n}" >> beam.MapTuple(lambda key, path, t=tag_of[n]: (key, (t, path)))
+                   | f"Tag_{n}" >> beam.MapTuple(lambda key, rng, t=tag_of[n]: (key, (t, rng)))
                    for n in sorted(pcolls)]
         return (spilled
                 | "Flatten" >> beam.Flatten()
@@ -125,9 +134,9 @@ class CoGroupByKey(beam.PTransform):
 
 
 def _untag(element, tags):
-    """(key, [(tag, path)]) -> (key, {tag: the values of its files, in path order})."""
+    """(key, [(tag, range)]) -> (key, {tag: the values of its ranges, in (path, start) order})."""
     key, tagged = element
-    paths = {t: [] for t in tags}
-    for tag, path in tagged:
-        paths[tag].append(path)
-    return key, {t: list(Spilled(p)) for t, p in paths.items()}
+    ranges = {t: [] for t in tags}
+    for tag, rng in tagged:
+        ranges[tag].append(rng)
+    return key, {t: list(Spilled(r)) for t, r in ranges.items()}

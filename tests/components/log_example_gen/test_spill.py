@@ -1,5 +1,5 @@
 """spill.py: GroupByKey / CoGroupByKey through files give what Beam's own give, whatever the
-buffer size (one file per key and bundle, or one per value), and a value comes back
+buffer size (one file per bundle, or one per value), and a value comes back
 equal to what went in (numpy batches, tuples); batch_buffer.py joins a key's batches."""
 import os
 
@@ -18,7 +18,7 @@ def _canonical(kv):
     return key, sorted((v[0], v[1].tolist()) for v in values)
 
 
-@pytest.mark.parametrize("max_bytes", [1, 1 << 20])  # a file per value; one per key
+@pytest.mark.parametrize("max_bytes", [1, 1 << 20])  # a file per value; one per bundle
 def test_group_by_key_through_files_equals_beam_group_by_key(tmp_path, max_bytes):
     spill_dir = str(tmp_path / "spill")
     expected = [_canonical((k, [v for kk, v in ITEMS if kk == k])) for k in range(3)]
@@ -30,7 +30,7 @@ def test_group_by_key_through_files_equals_beam_group_by_key(tmp_path, max_bytes
         assert_that(plain, equal_to(expected), label="plain")
     files = os.listdir(spill_dir)
     assert all(f.endswith(".pkl") for f in files)
-    assert len(files) == (len(ITEMS) if max_bytes == 1 else 3)
+    assert len(files) == (len(ITEMS) if max_bytes == 1 else 1)  # Create's one bundle: one file
 
 
 def test_spilled_reads_values_back_in_order(tmp_path):
@@ -39,9 +39,29 @@ def test_spilled_reads_values_back_in_order(tmp_path):
     assert list(dofn.process(("k", {"a": np.array([1, 2])}))) == []  # buffered, nothing written yet
     assert list(dofn.process(("k", ("x", 3)))) == []
     [out] = list(dofn.finish_bundle())
-    key, path = out.value
-    first, second = list(spill.Spilled([path]))
+    key, rng = out.value
+    first, second = list(spill.Spilled([rng]))
     assert key == "k" and first["a"].tolist() == [1, 2] and second == ("x", 3)
+
+
+def test_one_file_per_flush_each_key_reads_only_its_own_range(tmp_path):
+    """Keys share a flush's file; a key's ranges from several flushes come back whole, each
+    range's values in the order they were added, ranges in (path, start) order."""
+    dofn = spill._Spill(str(tmp_path), max_bytes=1 << 20)
+    outputs, flush_of_path = [], {}
+    for flush in range(2):
+        dofn.start_bundle()
+        for i in range(3):
+            for key in ("a", "b", "c"):
+                assert list(dofn.process((key, (key, flush, i, np.full(i + 1, i))))) == []
+        out = [o.value for o in dofn.finish_bundle()]
+        flush_of_path.update({rng[0]: flush for _, rng in out})
+        outputs += out
+    assert len(os.listdir(tmp_path)) == 2 and len(flush_of_path) == 2 and len(outputs) == 6
+    for key in ("a", "b", "c"):
+        values = list(spill.Spilled([rng for k, rng in outputs if k == key]))
+        expected = [(key, flush_of_path[path], i, [i] * (i + 1)) for path in sorted(flush_of_path) for i in range(3)]
+        assert [(v[0], v[1], v[2], v[3].tolist()) for v in values] == expected
 
 
 def test_cogroup_through_files_merges_tags_like_beam(tmp_path):
