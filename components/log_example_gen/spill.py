@@ -16,8 +16,8 @@ shuffle out of process and group the values themselves (``spill_dir=None``). Wit
 so the runner groups only ranges and a consumer holds one key's values (a shard), not the
 log. ``Spilled`` iterates the values, reading one range at a time (in (path, start) order;
 a range's values in the order they were added). One file per flush, not per key and flush:
-4M simulated rows spilled 17,825 files (3.9 GB) one per key, whose removal at the end took
-2.6 s on one core. A retried bundle writes new files; only the ranges a committed bundle
+4M simulated rows spilled 3.9 GB in 17,825 files one per key and 2.6 s went to removing them at
+the end, on one core; in 59 files, 0.83 s. A retried bundle writes new files; only the ranges a committed bundle
 emitted reach a consumer, and the spill folder lives under the output's temporary folder,
 removed with it (record_files.finalize), so nothing is lost or read twice.
 """
