@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -131,22 +132,18 @@ def _side_by_side(logs: str, range_bytes: int, runs: list) -> dict:
     per-copy fixed costs (planning, side tables), so efficiency / ceiling is what the runner's
     multi-processing itself keeps.
     """
-    def median(values):
-        values = sorted(values)
-        return (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
-
     by_workers = {}
     for r in runs:
         by_workers.setdefault(r["workers"], []).append(r)
     n = max(by_workers)
     if 1 not in by_workers or n < 2:
         return {}
-    one_rate = median([r["rows_per_s"] for r in by_workers[1]])
-    one_wall = median([r["wall_s"] for r in by_workers[1]])
+    one_rate = statistics.median([r["rows_per_s"] for r in by_workers[1]])
+    one_wall = statistics.median([r["wall_s"] for r in by_workers[1]])
     load = os.getloadavg()
     copies = _measure(logs, 1, range_bytes, copies=n)
     ceiling = one_wall / max(c["wall_s"] for c in copies)
-    efficiency = {str(k): round(median([r["rows_per_s"] for r in rs]) / (k * one_rate), 3)
+    efficiency = {str(k): round(statistics.median([r["rows_per_s"] for r in rs]) / (k * one_rate), 3)
                   for k, rs in sorted(by_workers.items()) if k > 1}
     print(f"{n} copies of 1 worker side by side: walls {[c['wall_s'] for c in copies]} s, "
           f"ceiling {ceiling:.3f}; efficiency {efficiency}", flush=True)
