@@ -148,6 +148,7 @@ def replay(seed, ctx):
     from models.publishing import rewrite, row_importance, sweep
     from models.rankers.registry import build_ranker
     from models.training.input import vocab_sizes
+    from models.training.lr_schedule import decay_callbacks
     from models.training.run_fn import ead_thresholds_from_transform_output, fit_ranker
     from pipeline import configs
 
@@ -164,14 +165,14 @@ def replay(seed, ctx):
     def labels(y):
         return training_labels(trainer.output_names, y["click_prob"], y["watch_time_s"])
 
-    def train(x, y, shuffle_seed):
+    def train(x, y, shuffle_seed, callbacks=()):
         data = tf.data.Dataset.from_tensor_slices(({k: x[k] for k in keys}, labels(y)))
         fit_ranker(trainer, data.shuffle(len(y["click_prob"]), seed=shuffle_seed).batch(config.batch_size), 1,
-                   verbose=0)
+                   callbacks=callbacks, verbose=0)
 
     x_w, y_w = c["warmup"]
     t0 = time.time()
-    train(x_w, y_w, base_seed)
+    train(x_w, y_w, base_seed, decay_callbacks(config, len(y_w["click_prob"]), 1))  # a full run, as run_fn
     t_warm = time.time() - t0
     print(f"bench-freshness: seed {seed}: warm-up on {len(y_w['click_prob'])} rows in {t_warm:.0f} s", flush=True)
     trainer.optimizer.learning_rate = c["replay_lr"]  # the continuous phase's own rate (Adam state kept)

@@ -90,6 +90,7 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     from models.rankers.registry import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import vocab_sizes
+    from models.training.lr_schedule import decay_callbacks
     from models.training.run_fn import ead_thresholds_from_transform_output, fit_ranker
     from pipeline import configs
 
@@ -108,7 +109,7 @@ def bench_model(name, splits, tft_output, serialized, work, epochs, fractions, l
     fit_ranker(model, tf.data.Dataset.from_tensor_slices(({k: x_tr[k] for k in keys}, fit_tr))
                .shuffle(len(y_tr["click_prob"]), seed=0).batch(config.batch_size), epochs,
                validation_data=tf.data.Dataset.from_tensor_slices(({k: x_va[k] for k in keys}, fit_va)).batch(4096),
-               verbose=0)
+               callbacks=decay_callbacks(config, len(y_tr["click_prob"]), epochs), verbose=0)  # as run_fn
     train_s = time.time() - t0
     importance = row_importance.compute_row_importance(model, _batches({k: x_tr[k] for k in keys}, fit_tr))
     sets = {"validation": ({k: x_va[k] for k in keys}, y_va["click_prob"].astype(np.float64),

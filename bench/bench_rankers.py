@@ -47,7 +47,8 @@ there is no serving latency: the exported signature has no such input), "din_sca
 
 Env: LOGS, TRAIN_DAYS, EVAL_DAYS (yyyymmdd-yyyymmdd or comma lists), BENCH_MODELS,
 BENCH_EPOCHS (3), BENCH_BATCH_SIZES (256,1024; the learning rate scales by
-sqrt(batch / 256)), BENCH_SEEDS (0,1,2), BENCH_MAX_TRAIN_ROWS (all; a subset for
+sqrt(batch / the pipeline's BATCH_SIZE), configs.learning_rate_at; with LEARNING_RATE_DECAY
+"linear", the default, it decays over the run as in run_fn), BENCH_SEEDS (0,1,2), BENCH_MAX_TRAIN_ROWS (all; a subset for
 iteration), BENCH_STEPS_PER_EXECUTION and BENCH_JIT_COMPILE (default: the TrainerConfig's),
 BENCH_REQUEST_WINDOW_S (60), BENCH_RANKER_PARAMS (a JSON object merged into every model's
 ranker params, after its variant's: one option swept without a new variant), BENCH_WORK
@@ -184,6 +185,7 @@ def main() -> int:
     from models.rankers import build_ranker
     from models.training.export import export_serving_model
     from models.training.input import in_memory_dataset, vocab_sizes
+    from models.training.lr_schedule import decay_callbacks
     from models.training.run_fn import fit_ranker
     from models.training.train_timer import TrainTimer
     from pipeline import configs
@@ -241,7 +243,7 @@ def main() -> int:
                 tf.random.set_seed(seed)
                 base = configs.trainer_config(model_type, watch_head="regression")  # the click benchmark
                 params = dict(base.ranker_params, **extra, **override)
-                scale = float(np.sqrt(batch_size / 256.0))
+                scale = configs.learning_rate_at(batch_size) / configs.LEARNING_RATE  # sqrt(B / BATCH_SIZE)
                 if "learning_rate" in params:
                     params["learning_rate"] *= scale
                 config = base.replace(ranker_params=params, learning_rate=base.learning_rate * scale,
@@ -258,11 +260,12 @@ def main() -> int:
                 val_x, val_y, _ = splits["validation"]
                 val_ds = in_memory_dataset(inputs(val_x), val_y, 4096, False)
                 timer = TrainTimer(batch_size)
-                history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=[timer],
+                callbacks = [timer] + decay_callbacks(config, n_train, epochs)  # as run_fn
+                history = fit_ranker(model, train_ds, epochs, validation_data=val_ds, callbacks=callbacks,
                                      verbose=0)
                 val_auc = history.history.get("val_click_prob_auc", [])
                 record = {"model": name, "seed": seed, "batch_size": batch_size,
-                          "learning_rate": config.learning_rate,
+                          "learning_rate": config.learning_rate, "learning_rate_decay": config.learning_rate_decay,
                           "validation": ranking_metrics(model, *splits["validation"], window_s),
                           "eval": ranking_metrics(model, *splits["eval"], window_s),
                           "train_examples_per_sec": round(timer.steady_examples_per_sec(), 1),

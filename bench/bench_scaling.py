@@ -92,6 +92,7 @@ FULL = dict(DEFAULT, seeds=[0, 1, 2], lr_grid=[0.5, 1.0, 2.0])
 QUICK = {"fractions": [1 / 32, 1 / 8, 1 / 2, 1.0], "sizes": [0.25, 0.5, 1.0, 2.0],
          "embedding_dims": [], "seeds": [0], "data_seeds": [0], "lr_grid": [1.0]}
 BASE_SIZE = 1.0
+STUDY_LEARNING_RATE = 1e-3  # Adam at batch 256, constant: the rate every cached run trained at
 
 
 def _number(text):
@@ -173,7 +174,10 @@ def train_one(run, lr_mult, seed, data, keep, sizes, batch_size, epochs, data_ax
     (train_x, train_y), (val_x, val_y) = data
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
-    base = configs.trainer_config(run["ranker"], watch_head="regression")  # the click benchmark
+    # the click benchmark at the study's own rate: a constant STUDY_LEARNING_RATE at batch 256 (times the
+    # run's lr_mult), as every cached run was measured, not the pipeline's decaying LEARNING_RATE (#37)
+    base = configs.trainer_config(run["ranker"], watch_head="regression", learning_rate=STUDY_LEARNING_RATE,
+                                  learning_rate_decay="none")
     params = sized_params(run["ranker"], base.ranker_params, run["size"])
     scale = float(np.sqrt(batch_size / 256.0)) * lr_mult
     if "learning_rate" in params:

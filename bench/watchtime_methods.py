@@ -49,6 +49,7 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
 
     from models import heads as H
     from models.rankers import build_ranker
+    from models.training.lr_schedule import decay_callbacks
     from models.training.run_fn import fit_ranker
     from pipeline import configs
 
@@ -57,7 +58,8 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
     tf.random.set_seed(seed)
     config = configs.trainer_config(
         ranker, history_length=history_length, ranking_score="click_prob", watch_head="regression",
-        loss_weight_cqe=float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)))
+        loss_weight_cqe=float(os.environ.get("BENCH_LOSS_WEIGHT_CQE", configs.LOSS_WEIGHT_CQE)),
+        learning_rate=configs.learning_rate_at(batch_size))
     heads, thresholds, extra = None, None, {}
     d2q = None
     from models import features as F
@@ -117,7 +119,8 @@ def train_and_predict(method, report, sizes, data, epochs, batch_size, history_l
                 .shuffle(len(train_y["click_prob"]), seed=0).batch(batch_size).prefetch(2))
     val_ds = tf.data.Dataset.from_tensor_slices((val_x, labels(val_x, val_y, "validation"))).batch(4096)
     t0 = time.time()
-    fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0)
+    fit_ranker(model, train_ds, epochs, validation_data=val_ds, verbose=0,  # the rate decays as in run_fn
+               callbacks=decay_callbacks(config, len(train_y["click_prob"]), epochs, batch_size))
     train_seconds = time.time() - t0
 
     def estimates(x, split, pred):  # {estimate name: seconds} of one split's predictions

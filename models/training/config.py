@@ -19,6 +19,7 @@ WATCH_HEADS = ("regression", "cread", "cqe", "cread+cqe")
 STRATEGIES = ("mirrored", "multi_worker", "parameter_server")
 OPTIMIZERS = ("adam", "lazy_adam")  # models/heads/lazy_adam.py OPTIMIZERS
 INPUT_EXAMPLES = ("transformed", "raw")
+LEARNING_RATE_DECAYS = ("none", "linear")  # models/training/lr_schedule.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,10 @@ class TrainerConfig:
     # "adam" (tf-keras) or "lazy_adam": embedding rows absent from a batch keep their
     # weights and moments, so a step costs O(batch), not O(vocabulary) (#33)
     optimizer: str = "adam"
+    # "none": the rate stays learning_rate; "linear": a full run starts at learning_rate and
+    # decays linearly to 0 over its steps (models/training/lr_schedule.py, #37); a warm-started
+    # run with warm_start_learning_rate keeps that constant rate
+    learning_rate_decay: str = "none"
 
     def __post_init__(self):
         for name in ("history_length", "embedding_dim", "batch_size", "shuffle_buffer_size", "epochs",
@@ -110,6 +115,9 @@ class TrainerConfig:
                 raise ValueError(f"TrainerConfig.{name} must be a bool, got {getattr(self, name)!r}")
         if self.input_examples not in INPUT_EXAMPLES:
             raise ValueError(f"TrainerConfig: unknown input_examples {self.input_examples!r}; known: {INPUT_EXAMPLES}")
+        if self.learning_rate_decay not in LEARNING_RATE_DECAYS:
+            raise ValueError(f"TrainerConfig: unknown learning_rate_decay {self.learning_rate_decay!r}; "
+                             f"known: {LEARNING_RATE_DECAYS}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"TrainerConfig: unknown optimizer {self.optimizer!r}; known: {OPTIMIZERS}")
         if self.strategy not in STRATEGIES:

@@ -40,6 +40,7 @@ from models.heads import calibration
 from models.publishing import row_importance
 from models.rankers.registry import build_ranker, check_model_type
 from models.training import determinism
+from models.training import lr_schedule
 from models.training import diagnostics as training_diagnostics
 from models.training import strategies
 from models.training import warm_start
@@ -47,6 +48,7 @@ from models.training.config import TrainerConfig
 from models.training.epoch_callbacks import EpochProgbarLogger, EpochTensorBoard
 from models.training.export import export_serving_model
 from models.training.input import input_fn, label_keys_for, shuffle_labels, vocab_sizes
+from models.training.split_counts import split_rows
 from models.training.train_timer import TrainTimer
 from models.watch_time import ead_analyzer
 
@@ -168,6 +170,10 @@ def run_fn(fn_args):
     calibration.reset(model)  # a warm start restored the last fit: train uncalibrated, refit below
     first_loss, timer = _FirstStepLoss(), TrainTimer(batch_size)
     callbacks += [first_loss, timer]
+    if not (warm and "restored" in warm and config.warm_start_learning_rate is not None):
+        # a full run's rate decays over its steps; a warm start keeps warm_start_learning_rate
+        callbacks += lr_schedule.decay_callbacks(config, split_rows(fn_args.train_files), epochs,
+                                                 train_steps=fn_args.train_steps)
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
     if warm is not None:
