@@ -33,7 +33,7 @@ HIDDEN_UNITS = [128, 64]
 # 12 signals, 3 seeds, validation AUC 0.7379 at a constant 1e-3 -> 0.7391 at 3e-3 decaying
 # (batch 64; at batch 256 6e-3 decaying was the best of 2e-3..8e-3, bench/README.md "A
 # decaying learning rate", #37).
-LEARNING_RATE = 3e-3
+LEARNING_RATE = float(os.environ.get("LEARNING_RATE", 3e-3))
 LEARNING_RATE_DECAY = os.environ.get("LEARNING_RATE_DECAY", "linear")
 # a warm-started run's rate (#14): 1e-3 left the model worse than stale (bench/results/freshness_tuning.json)
 WARM_START_LEARNING_RATE = 1e-4
