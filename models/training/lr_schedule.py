@@ -2,8 +2,9 @@
 
 With η_0 the optimizer's rate when the run starts (TrainerConfig.learning_rate, or a
 ranker's own ``learning_rate`` in its ranker_params) and T the run's training steps, the
-s-th step of the run (s = 0, 1, ..., counted by the optimizer's ``iterations`` from the
-run's start, so a restored step count does not shorten the decay) uses::
+s-th step of the run (s = 0, 1, ..., counted by the optimizer's ``iterations`` from ``start_step``: the step
+count when the run began, after a warm start restored one, so the decay is not shortened; a
+run that BackupAndRestore resumes after a preemption continues its decay where it was) uses::
 
     η_s = η_0 · max(0, 1 − s / T)            T = epochs · ⌈rows / global batch⌉
 
@@ -38,12 +39,15 @@ def total_train_steps(rows: Optional[int], batch_size: int, epochs: int,
 class LinearDecay(keras.callbacks.Callback):
     """``model.fit(..., callbacks=[LinearDecay(T)])``: η_s = η_0 · max(0, 1 − s / T) (module doc)."""
 
-    def __init__(self, total_steps: int):
+    def __init__(self, total_steps: int, start_step: Optional[int] = None):
+        """``start_step``: the optimizer's ``iterations`` at the run's first step (None: read when
+        training begins, i.e. after any callback listed before this one restored a backup)."""
         super().__init__()
         if int(total_steps) < 1:
             raise ValueError(f"LinearDecay: total_steps must be >= 1, got {total_steps!r}")
         self._supports_tf_logs = True  # reads no logs: Keras copies none to Python for it
         self.total_steps = int(total_steps)
+        self.start_step = None if start_step is None else int(start_step)
         self.peak, self._start = None, None
 
     def rate(self, step: int) -> float:
@@ -53,7 +57,8 @@ class LinearDecay(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         optimizer = self.model.optimizer
         self.peak = float(keras.backend.get_value(optimizer.learning_rate))
-        self._start = int(keras.backend.get_value(optimizer.iterations))
+        self._start = (int(keras.backend.get_value(optimizer.iterations)) if self.start_step is None
+                       else self.start_step)
 
     def on_train_batch_begin(self, batch, logs=None):
         optimizer = self.model.optimizer
@@ -65,9 +70,9 @@ class LinearDecay(keras.callbacks.Callback):
 
 
 def decay_callbacks(config, rows: Optional[int], epochs: int, batch_size: Optional[int] = None,
-                    train_steps: Optional[int] = None) -> list:
-    """``[LinearDecay(T)]`` when the TrainerConfig ``config`` decays its rate, else ``[]``;
-    T from ``rows`` at ``batch_size`` (default: the config's) or ``train_steps``."""
+                    train_steps: Optional[int] = None, start_step: Optional[int] = None) -> list:
+    """``[LinearDecay(T, start_step)]`` when the TrainerConfig ``config`` decays its rate, else
+    ``[]``; T from ``rows`` at ``batch_size`` (default: the config's) or ``train_steps``."""
     if config.learning_rate_decay != "linear":
         return []
-    return [LinearDecay(total_train_steps(rows, batch_size or config.batch_size, epochs, train_steps))]
+    return [LinearDecay(total_train_steps(rows, batch_size or config.batch_size, epochs, train_steps), start_step)]

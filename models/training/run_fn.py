@@ -171,9 +171,12 @@ def run_fn(fn_args):
     first_loss, timer = _FirstStepLoss(), TrainTimer(batch_size)
     callbacks += [first_loss, timer]
     if not (warm and "restored" in warm and config.warm_start_learning_rate is not None):
-        # a full run's rate decays over its steps; a warm start keeps warm_start_learning_rate
+        # a full run's rate decays over its steps; a warm start keeps warm_start_learning_rate.
+        # The steps count from here (after a warm start's restore), also when BackupAndRestore
+        # resumes a preempted run with its later step count
         callbacks += lr_schedule.decay_callbacks(config, split_rows(fn_args.train_files), epochs,
-                                                 train_steps=fn_args.train_steps)
+                                                 train_steps=fn_args.train_steps,
+                                                 start_step=int(model.optimizer.iterations.numpy()))
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
     if warm is not None:

@@ -89,6 +89,15 @@ def test_the_decay_spans_every_epoch_and_counts_from_the_run_start():
     assert int(model.optimizer.iterations.numpy()) == 1004
 
 
+def test_a_resumed_run_continues_its_decay():
+    """BackupAndRestore restores a preempted run's step count when training begins: with the
+    run's start_step fixed before, the rates continue instead of starting over."""
+    model, rates = _sum_model(0.1), _Rates()
+    model.optimizer.iterations.assign(12)  # the run began at 10; 2 steps were done before the preemption
+    _fit(model, [LinearDecay(4, start_step=10), rates], steps=2)
+    np.testing.assert_allclose(rates.rates, [0.05, 0.025], rtol=1e-6)
+
+
 def test_steps_per_execution_holds_a_rate_for_its_steps():
     model, rates = _sum_model(0.1, steps_per_execution=2), _Rates()
     _fit(model, [LinearDecay(4), rates])
