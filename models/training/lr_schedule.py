@@ -39,16 +39,18 @@ def total_train_steps(rows: Optional[int], batch_size: int, epochs: int,
 class LinearDecay(keras.callbacks.Callback):
     """``model.fit(..., callbacks=[LinearDecay(T)])``: η_s = η_0 · max(0, 1 − s / T) (module doc)."""
 
-    def __init__(self, total_steps: int, start_step: Optional[int] = None):
-        """``start_step``: the optimizer's ``iterations`` at the run's first step (None: read when
-        training begins, i.e. after any callback listed before this one restored a backup)."""
+    def __init__(self, total_steps: int, start_step: Optional[int] = None, peak: Optional[float] = None):
+        """``start_step`` / ``peak``: the optimizer's ``iterations`` and rate at the run's first step
+        (None: read when training begins, i.e. after any callback listed before this one restored a
+        backup, whose rate is the decayed one it was saved with)."""
         super().__init__()
         if int(total_steps) < 1:
             raise ValueError(f"LinearDecay: total_steps must be >= 1, got {total_steps!r}")
         self._supports_tf_logs = True  # reads no logs: Keras copies none to Python for it
         self.total_steps = int(total_steps)
         self.start_step = None if start_step is None else int(start_step)
-        self.peak, self._start = None, None
+        self.peak = None if peak is None else float(peak)
+        self._start = None
 
     def rate(self, step: int) -> float:
         """η at the run's step ``step`` (0-based)."""
@@ -56,7 +58,8 @@ class LinearDecay(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         optimizer = self.model.optimizer
-        self.peak = float(keras.backend.get_value(optimizer.learning_rate))
+        if self.peak is None:
+            self.peak = float(keras.backend.get_value(optimizer.learning_rate))
         self._start = (int(keras.backend.get_value(optimizer.iterations)) if self.start_step is None
                        else self.start_step)
 
@@ -70,9 +73,14 @@ class LinearDecay(keras.callbacks.Callback):
 
 
 def decay_callbacks(config, rows: Optional[int], epochs: int, batch_size: Optional[int] = None,
-                    train_steps: Optional[int] = None, start_step: Optional[int] = None) -> list:
-    """``[LinearDecay(T, start_step)]`` when the TrainerConfig ``config`` decays its rate, else
-    ``[]``; T from ``rows`` at ``batch_size`` (default: the config's) or ``train_steps``."""
+                    train_steps: Optional[int] = None, optimizer=None) -> list:
+    """``[LinearDecay(T)]`` when the TrainerConfig ``config`` decays its rate, else ``[]``; T from
+    ``rows`` at ``batch_size`` (default: the config's) or ``train_steps``. With ``optimizer``, its
+    step count and rate now are the run's start (run_fn: after a warm start, before a backup's restore)."""
     if config.learning_rate_decay != "linear":
         return []
-    return [LinearDecay(total_train_steps(rows, batch_size or config.batch_size, epochs, train_steps), start_step)]
+    start = peak = None
+    if optimizer is not None:
+        start = int(keras.backend.get_value(optimizer.iterations))
+        peak = float(keras.backend.get_value(optimizer.learning_rate))
+    return [LinearDecay(total_train_steps(rows, batch_size or config.batch_size, epochs, train_steps), start, peak)]

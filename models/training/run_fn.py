@@ -176,7 +176,7 @@ def run_fn(fn_args):
         # resumes a preempted run with its later step count
         callbacks += lr_schedule.decay_callbacks(config, split_rows(fn_args.train_files), epochs,
                                                  train_steps=fn_args.train_steps,
-                                                 start_step=int(model.optimizer.iterations.numpy()))
+                                                 optimizer=model.optimizer)
     history = fit_ranker(model, train_data, epochs, validation_data=validation, callbacks=callbacks,
                          **fit_kwargs)
     if warm is not None:

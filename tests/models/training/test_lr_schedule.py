@@ -90,12 +90,18 @@ def test_the_decay_spans_every_epoch_and_counts_from_the_run_start():
 
 
 def test_a_resumed_run_continues_its_decay():
-    """BackupAndRestore restores a preempted run's step count when training begins: with the
-    run's start_step fixed before, the rates continue instead of starting over."""
+    """BackupAndRestore restores a preempted run's step count and its decayed rate when training
+    begins: with the run's start fixed before (decay_callbacks(optimizer=...), as run_fn), the
+    rates continue from the configured one instead of starting over."""
     model, rates = _sum_model(0.1), _Rates()
-    model.optimizer.iterations.assign(12)  # the run began at 10; 2 steps were done before the preemption
-    _fit(model, [LinearDecay(4, start_step=10), rates], steps=2)
+    config = configs.trainer_config(learning_rate_decay="linear")
+    (decay,) = decay_callbacks(config, None, 1, train_steps=4, optimizer=model.optimizer)
+    assert (decay.start_step, decay.peak) == (0, pytest.approx(0.1))
+    model.optimizer.iterations.assign(2)  # what a backup saved after 2 of the 4 steps ...
+    model.optimizer.learning_rate = 0.075  # ... with the rate of its last step
+    _fit(model, [decay, rates], steps=2)
     np.testing.assert_allclose(rates.rates, [0.05, 0.025], rtol=1e-6)
+    assert float(keras.backend.get_value(model.optimizer.learning_rate)) == pytest.approx(0.1)
 
 
 def test_steps_per_execution_holds_a_rate_for_its_steps():

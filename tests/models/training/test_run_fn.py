@@ -1,6 +1,7 @@
 """run_fn end to end without a TFX run: raw example files (the pipeline's Trainer input:
 input_examples="raw", read through the transform graph) or transformed ones + TFTransformOutput
 -> train under the configured strategy -> SavedModel with both signatures."""
+import glob
 import json
 import os
 
@@ -47,6 +48,15 @@ def transformed_files(small_transform_output, tmp_path_factory):
                     w.write(coder.encode({k: v[i] for k, v in values.items()}))
             files[kind][split] = [path]
     return files, os.path.dirname(tft_output.transform_savedmodel_dir), rows
+
+
+def _scalars(logdir, tag):
+    """The values of a TensorBoard scalar ``tag`` under ``logdir``, in file order."""
+    values = []
+    for path in sorted(glob.glob(os.path.join(logdir, "**", "events.out.tfevents.*"), recursive=True)):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            values += [float(tf.make_ndarray(v.tensor)) for v in event.summary.value if v.tag == tag]
+    return values
 
 
 def _data_accessor():
@@ -99,6 +109,11 @@ def test_run_fn_trains_and_exports(model_type, input_examples, transformed_files
     assert {"epoch_loss", "epoch_click_prob_loss", "epoch_watch_time_s_loss", "learning_rate"} <= tags, tags
     if model_type == "bst":
         assert {"attention/transformer_0/weights", "attention/transformer_0/max_weight"} <= tags, tags
+    # the rate decayed over the run's 4 steps (models/training/lr_schedule.py): the epoch ended
+    # after the step at η_0 · (1 − 3/4); the model keeps the configured rate
+    rate = fn_args.custom_config["ranker_params"].get("learning_rate", fn_args.custom_config["learning_rate"])
+    if fn_args.custom_config["learning_rate_decay"] == "linear":
+        assert _scalars(fn_args.model_run_dir, "learning_rate") == [pytest.approx(rate / 4)]
     # BackupAndRestore cleans its backup after a finished run
     assert not os.path.exists(os.path.join(fn_args.model_run_dir, "backup", "chief"))
 
