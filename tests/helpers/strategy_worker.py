@@ -67,20 +67,26 @@ def multi_worker(out, backup_dir):
 
     from models.training import strategies
     from models.rankers import build_ranker
+    from models.training.lr_schedule import decay_callbacks
     from models.training.run_fn import fit_ranker
     from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
     strategy = strategies.make_strategy("multi_worker")
     sizes = small_vocab_sizes()
+    config = trainer_config("baseline", L, ranker_params={"hidden_units": [16]}, learning_rate_decay="linear")
     with strategy.scope():
-        model = build_ranker(trainer_config("baseline", L, ranker_params={"hidden_units": [16]}), sizes)
+        model = build_ranker(config, sizes)
     x, y = _data(sizes, GLOBAL_BATCH * STEPS)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     backup = keras.callbacks.BackupAndRestore(backup_dir=backup_dir)
-    history = fit_ranker(model, ds, 2, callbacks=[backup], verbose=0)
+    # the Trainer's decaying rate (models/training/lr_schedule.py), set on every worker alike
+    decay = decay_callbacks(config, GLOBAL_BATCH * STEPS, 2, batch_size=GLOBAL_BATCH, optimizer=model.optimizer)
+    history = fit_ranker(model, ds, 2, callbacks=[backup] + decay, verbose=0)
     json.dump({"replicas": strategy.num_replicas_in_sync, "task": list(strategies.task()),
                "chief": strategies.is_chief(), "loss": history.history["loss"],
-               "checksum": _checksum(model)}, open(out, "w"))
+               "checksum": _checksum(model), "learning_rate": config.learning_rate,
+               "learning_rate_after": float(keras.backend.get_value(model.optimizer.learning_rate)),
+               "iterations": int(model.optimizer.iterations.numpy())}, open(out, "w"))
 
 
 def parameter_server(out):
@@ -90,6 +96,7 @@ def parameter_server(out):
 
     from models.training import strategies
     from models.rankers import build_ranker
+    from models.training.lr_schedule import decay_callbacks
     from models.training.run_fn import fit_ranker
     from tests.helpers.ranker_utils import small_vocab_sizes, trainer_config
 
@@ -106,8 +113,10 @@ def parameter_server(out):
     strategy = strategies.make_strategy("parameter_server", cluster_resolver=resolver,
                                         ps_min_shard_bytes=16 << 10, ps_max_shards=2)
     sizes = dict(small_vocab_sizes(), video_id=2000)
+    config = trainer_config("baseline", L, embedding_dim=8, ranker_params={"hidden_units": [16]},
+                            learning_rate_decay="linear")
     with strategy.scope():
-        model = build_ranker(trainer_config("baseline", L, embedding_dim=8, ranker_params={"hidden_units": [16]}), sizes)
+        model = build_ranker(config, sizes)
     table = model.get_layer("features").tables["video_id"]
     before = np.concatenate([v.numpy() for v in table.variables])
     x, y = _data(sizes, GLOBAL_BATCH * 8)
@@ -115,12 +124,14 @@ def parameter_server(out):
     def dataset_fn(input_context):
         return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH)
 
-    history = fit_ranker(model, keras.utils.experimental.DatasetCreator(dataset_fn), 1,
-                         steps_per_epoch=STEPS, verbose=0)
+    history = fit_ranker(model, keras.utils.experimental.DatasetCreator(dataset_fn), 1, steps_per_epoch=STEPS,
+                         callbacks=decay_callbacks(config, None, 1, train_steps=STEPS, optimizer=model.optimizer),
+                         verbose=0)
     after = np.concatenate([v.numpy() for v in table.variables])
     json.dump({"sharded": type(table).__name__, "shards": len(table.variables),
                "shard_devices": [v.device for v in table.variables],
-               "shape": list(table.shape), "loss": history.history["loss"],
+               "shape": list(table.shape), "loss": history.history["loss"], "learning_rate": config.learning_rate,
+               "learning_rate_after": float(keras.backend.get_value(model.optimizer.learning_rate)),
                "changed_rows": int(np.sum(np.any(before != after, axis=1)))}, open(out, "w"))
 
 

@@ -50,6 +50,9 @@ def test_multi_worker_mirrored_with_two_local_workers(tmp_path):
     assert len(w0["loss"]) == 2 and all(math.isfinite(v) for v in w0["loss"])
     # synchronous all-reduce training: both workers end with the same weights
     assert w0["checksum"] == pytest.approx(w1["checksum"], rel=1e-6)
+    # the decaying rate ran on both workers and left the configured one
+    assert w0["iterations"] == w1["iterations"] == 2 * 3  # 2 epochs of STEPS (3) batches
+    assert w0["learning_rate_after"] == w1["learning_rate_after"] == pytest.approx(w0["learning_rate"])
 
 
 def test_parameter_server_with_partitioned_embedding(tmp_path):
@@ -61,6 +64,7 @@ def test_parameter_server_with_partitioned_embedding(tmp_path):
     assert result["shape"] == [2002, 8]
     assert all(math.isfinite(v) for v in result["loss"])
     assert result["changed_rows"] > 0  # the sharded table was trained
+    assert result["learning_rate_after"] == pytest.approx(result["learning_rate"])  # the decay ran and ended
 
 
 def test_unknown_strategy_raises():
