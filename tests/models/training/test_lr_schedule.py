@@ -37,7 +37,6 @@ def test_the_pipeline_rate_scales_with_the_square_root_of_the_batch():
 
 
 def test_the_config_names_its_decays():
-    assert configs.TRAINER.learning_rate_decay in ("none", "linear")
     with pytest.raises(ValueError, match="learning_rate_decay"):
         configs.TRAINER.replace(learning_rate_decay="cosine")
     # an older custom_config, written before the field, still loads (no decay)
